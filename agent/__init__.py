@@ -1,0 +1,1 @@
+"""scholarloop: cited, citation-checked answers to scientific literature questions."""

@@ -1,0 +1,1 @@
+"""The paper library: readers, chunks, embeddings, the FAISS index and local search."""

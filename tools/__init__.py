@@ -1,0 +1,1 @@
+"""Tools the scholarloop agent can call."""
