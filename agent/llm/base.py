@@ -26,6 +26,8 @@ __all__ = ["LLM", "BaseLLM", "RetryPolicy", "UsageCallback"]
 log = logging.getLogger(__name__)
 
 UsageCallback = Callable[[Usage], None]
+# The backoff sleep, kept as a module attribute so tests can record waits without sleeping.
+_sleep = asyncio.sleep
 T = TypeVar("T")
 
 
@@ -202,7 +204,7 @@ class BaseLLM(ABC):
                 wait = self.retry.delay(attempt, exc)
                 log.warning("%s: %s; retry %d in %.1fs", self.name, exc, attempt + 1, wait)
                 attempt += 1
-                await asyncio.sleep(wait)
+                await _sleep(wait)
 
     def _record(self, usage: Usage) -> None:
         self.usage_log.append(usage)

@@ -44,14 +44,20 @@ def provider_of(spec: str) -> Provider:
 
 
 def _check_litellm_key(model: str) -> None:
-    import litellm
+    from agent.llm.litellm_provider import import_litellm
 
+    litellm = import_litellm()
     try:
         env = litellm.validate_environment(model=model)
     except Exception:  # unknown provider strings: let the first request report it
         return
-    missing = [k for k in env.get("missing_keys", []) if not os.environ.get(k)]
-    if missing and not env.get("keys_in_environment", False):
+    # Only secrets count: a missing *_API_BASE has a default (ollama: localhost:11434).
+    missing = [
+        k
+        for k in env.get("missing_keys", [])
+        if not os.environ.get(k) and any(w in k for w in ("KEY", "TOKEN", "SECRET"))
+    ]
+    if missing:
         provider = model.split("/", 1)[0] if "/" in model else "litellm"
         raise MissingAPIKeyError(provider, missing, model)
 

