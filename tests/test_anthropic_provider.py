@@ -29,17 +29,6 @@ Handler = Callable[[httpx2.Request], httpx2.Response]
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr("agent.llm.base._sleep", fake_sleep)
-    return recorded
-
-
-@pytest.fixture
 def allowed() -> Iterator[None]:
     with switch.allow_model_requests():
         yield

@@ -31,17 +31,6 @@ def chat(content: str | None = "Hello", tool_calls: list[dict[str, Any]] | None 
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr("agent.llm.base._sleep", fake_sleep)
-    return recorded
-
-
-@pytest.fixture
 def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[LiteLLM]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
     with switch.allow_model_requests():

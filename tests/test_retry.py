@@ -5,17 +5,6 @@ from agent.llm import Message, RetryPolicy
 from agent.llm.testing import ScriptedLLM
 
 
-@pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr("agent.llm.base._sleep", fake_sleep)
-    return recorded
-
-
 async def test_rate_limit_then_success_honours_retry_after(sleeps: list[float]) -> None:
     llm = ScriptedLLM([RateLimitError("429", retry_after=7.0), "ok"])
     assert (await llm.complete([Message.user("x")])).text == "ok"
@@ -52,3 +41,26 @@ async def test_non_transient_errors_are_not_retried(sleeps: list[float]) -> None
         await llm.complete([Message.user("x")])
     assert sleeps == []
     assert llm.remaining == 1
+
+
+async def test_per_provider_concurrency_limit_holds_across_instances() -> None:
+    import asyncio
+
+    from agent.llm.testing import FunctionLLM, Request
+
+    active = 0
+    peak = 0
+
+    async def slow(req: Request) -> str:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.01)
+        active -= 1
+        return "ok"
+
+    # two role instances of one provider share the limit
+    a = FunctionLLM(slow, concurrency=2)
+    b = FunctionLLM(slow, concurrency=2)
+    await asyncio.gather(*(llm.complete([Message.user("x")]) for llm in [a, b] * 4))
+    assert peak == 2

@@ -84,6 +84,19 @@ def _to_completion(reply: Reply, messages: list[Message], model: str) -> Complet
     )
 
 
+def _score_from_reply(reply: Reply, messages: list[Message], model: str) -> YesNoScore:
+    """A number is P(Yes) as if read from logits; text is read as a Yes/No answer."""
+    if isinstance(reply, BaseException):
+        raise reply
+    usage = Usage(model=model, prompt_tokens=sum(_estimate_tokens(m.content) for m in messages))
+    if isinstance(reply, bool | int | float):
+        return YesNoScore(p_yes=float(reply), usage=usage, method="logits")
+    text = _to_completion(reply, messages, model).text
+    return YesNoScore(
+        p_yes=1.0 if text.strip().lower().startswith("yes") else 0.0, usage=usage, method="text"
+    )
+
+
 class ScriptedLLM(BaseLLM):
     """Replays ``replies`` in order; ``enqueue`` adds more; ``requests`` records every call."""
 
@@ -126,16 +139,7 @@ class ScriptedLLM(BaseLLM):
         return _to_completion(self._next(req), messages, self.name)
 
     async def _score_yes(self, messages: list[Message]) -> YesNoScore:
-        reply = self._next(Request("score_yes", messages))
-        if isinstance(reply, BaseException):
-            raise reply
-        if isinstance(reply, bool | int | float):
-            p = float(reply)
-        else:
-            text = _to_completion(reply, messages, self.name).text
-            p = 1.0 if text.strip().lower().startswith("yes") else 0.0
-        usage = Usage(model=self.name, prompt_tokens=sum(_estimate_tokens(m.content) for m in messages))
-        return YesNoScore(p_yes=p, usage=usage, method="logits")
+        return _score_from_reply(self._next(Request("score_yes", messages)), messages, self.name)
 
 
 ReplyFunction = Callable[[Request], Reply | Awaitable[Reply]]
@@ -189,9 +193,4 @@ class FunctionLLM(BaseLLM):
         if self.score_function is not None:
             self.requests.append(req)
             return YesNoScore(p_yes=float(self.score_function(req)), usage=usage, method="logits")
-        reply = await self._call(req)
-        if isinstance(reply, bool | int | float):
-            return YesNoScore(p_yes=float(reply), usage=usage, method="logits")
-        text = _to_completion(reply, messages, self.name).text
-        p = 1.0 if text.strip().lower().startswith("yes") else 0.0
-        return YesNoScore(p_yes=p, usage=usage, method="text")
+        return _score_from_reply(await self._call(req), messages, self.name)
