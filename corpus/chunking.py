@@ -1,0 +1,102 @@
+"""Split a document into overlapping chunks on sentence boundaries, keeping exact provenance.
+
+Each chunk's text is exactly ``document.text[char_start:char_end]``, so a quote can be checked
+character for character and a reader can be pointed at the page range. A chunk ends at the
+last sentence end that falls in the back half of the target window. Failing that, it ends at
+whitespace, and only then at a hard cut, so every piece of text lands in some chunk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from corpus.models import PAGE_SEPARATOR, Chunk, Document
+
+__all__ = ["chunk_document", "page_offsets"]
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+|\n\s*\n")
+_SPACE = re.compile(r"\s+")
+
+
+def page_offsets(document: Document) -> list[int]:
+    """Start offset of each page in ``document.text``."""
+    starts: list[int] = []
+    pos = 0
+    for page in document.pages:
+        starts.append(pos)
+        pos += len(page.text) + len(PAGE_SEPARATOR)
+    return starts
+
+
+def _boundary(text: str, lo: int, hi: int) -> int | None:
+    """The last sentence boundary (position after the whitespace) in ``(lo, hi]``."""
+    best = None
+    for match in _SENTENCE_END.finditer(text, lo, hi):
+        best = match.end()
+    return best
+
+
+def _space(text: str, lo: int, hi: int) -> int | None:
+    best = None
+    for match in _SPACE.finditer(text, lo, hi):
+        best = match.end()
+    return best
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def chunk_document(document: Document, *, chunk_chars: int = 1800, overlap_chars: int = 200) -> list[Chunk]:
+    if chunk_chars <= 0:
+        raise ValueError("chunk_chars must be positive")
+    overlap = max(0, min(overlap_chars, chunk_chars // 2))
+    text = document.text
+    starts = page_offsets(document)
+    numbers = [p.number for p in document.pages]
+    paper = document.paper
+    chunks: list[Chunk] = []
+    start = 0
+    n = len(text)
+    while start < n:
+        hard_end = min(n, start + chunk_chars)
+        if hard_end == n:
+            end = n
+        else:
+            end = (
+                _boundary(text, start + chunk_chars // 2, hard_end)
+                or _space(text, start + chunk_chars // 2, hard_end)
+                or hard_end
+            )
+        c_start, c_end = _trim(text, start, end)
+        if c_end > c_start:
+            first = bisect.bisect_right(starts, c_start) - 1
+            last = bisect.bisect_right(starts, c_end - 1) - 1
+            chunks.append(
+                Chunk(
+                    chunk_id=f"{paper.doc_id}:{len(chunks)}",
+                    doc_id=paper.doc_id,
+                    key=paper.key,
+                    text=text[c_start:c_end],
+                    char_start=c_start,
+                    char_end=c_end,
+                    page_start=numbers[first] if numbers else None,
+                    page_end=numbers[last] if numbers else None,
+                )
+            )
+        if end >= n:
+            break
+        # Start the next chunk `overlap` characters back, at a sentence (or word) start.
+        back = max(start + 1, end - overlap)
+        if overlap:
+            back = _boundary(text, back, end) or _space(text, back, end) or back
+            back = back if back < end else max(start + 1, end - overlap)
+        else:
+            back = end
+        start = back
+    return chunks
