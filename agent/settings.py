@@ -23,6 +23,7 @@ from agent.errors import ConfigError
 
 __all__ = [
     "AgentSettings",
+    "AnswerSettings",
     "ChunkingSettings",
     "EmbeddingSettings",
     "EvidenceSettings",
@@ -116,6 +117,26 @@ class EvidenceSettings(_Section):
     )
 
 
+class AnswerSettings(_Section):
+    evidence_k: int = Field(default=5, ge=1, description="Best evidence pieces shown to the answer model.")
+    max_claims: int = Field(default=5, ge=1, description="Most claims in one answer.")
+    excerpt_chars: int = Field(default=1200, ge=200, description="Characters of each passage shown.")
+    mc_mode: Literal["pick", "judge"] = Field(
+        default="pick",
+        description="Multiple choice: 'pick' asks the answer model for a letter; 'judge' scores every "
+        "option against the evidence with the judge and takes the best supported one.",
+    )
+    mc_margin: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="'judge' mode: lead over the runner-up option needed to answer.",
+    )
+    verify_contradictions: bool = Field(
+        default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
+    )
+
+
 class AgentSettings(_Section):
     policy: Literal["pipeline", "llm"] = Field(
         default="pipeline",
@@ -157,6 +178,7 @@ class Settings(_Section):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     online: OnlineSettings = Field(default_factory=OnlineSettings)
 

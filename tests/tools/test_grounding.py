@@ -1,0 +1,261 @@
+import json
+
+import pytest
+
+from agent.llm.testing import FunctionLLM, Request, ScriptedLLM
+from agent.settings import Settings
+from agent.state import INSUFFICIENT, Claim, Verdict
+from corpus.store import Library
+from tests.tools.conftest import keyword_summary, make_ctx
+from tools.base import ToolRetry, tool
+from tools.gather_evidence import gather_evidence, quote_in
+from tools.generate_answer import generate_answer
+from tools.verify_citations import verify_citations
+
+
+def key_of(ctx, word: str) -> str:  # type: ignore[no-untyped-def]
+    return next(k for k, e in ctx.state.evidence.items() if word in e.text)
+
+
+async def test_gather_stores_original_text_under_stable_keys_and_gates(
+    library: Library, settings: Settings
+) -> None:
+    ctx = make_ctx(library, settings)
+    observation = await gather_evidence(ctx, question="EGFR T790M resistance to TKIs")
+    assert "PASSED" in observation
+    egfr = key_of(ctx, "T790M")
+    assert egfr.startswith("Egfr2017") and egfr.endswith("p. 1")
+    ev = ctx.state.evidence[egfr]
+    assert ev.score == 9 and "Osimertinib remains active" in ev.text  # original chunk text, not a summary
+    assert ev.quote and quote_in(ev.quote, ev.text)
+    assert ctx.state.gate and ctx.state.gate.passed
+    assert {u.role for u in ctx.state.usage} == {"summary"}
+
+
+async def test_gate_fails_with_a_reason(library: Library, settings: Settings) -> None:
+    strict = settings.model_copy(update={"evidence": settings.evidence.model_copy(update={"min_papers": 3})})
+    ctx = make_ctx(library, strict)
+    observation = await gather_evidence(ctx, question="EGFR T790M resistance")
+    assert "FAILED" in observation and "from 3 paper(s)" in observation
+    assert ctx.state.gate is not None and not ctx.state.gate.passed
+    await generate_answer(ctx)
+    assert ctx.state.claims == [] and ctx.state.summary.startswith("Insufficient evidence")
+
+
+async def test_malformed_summary_is_retried_once_then_scored_zero(
+    library: Library, settings: Settings
+) -> None:
+    calls: list[str] = []
+
+    def flaky(req: Request) -> object:
+        passage = req.messages[-1].content.split("<passage>")[1]
+        calls.append(passage)
+        if "T790M" in passage and sum("T790M" in c for c in calls) == 1:
+            return "not json at all"  # first try for the EGFR chunk fails, the retry works
+        if "TP53 encodes" in passage:
+            return "still not json"
+        return keyword_summary(req)
+
+    ctx = make_ctx(library, settings, summary=FunctionLLM(flaky))
+    await gather_evidence(ctx, question="T790M TP53 resistance")
+    assert ctx.state.evidence[key_of(ctx, "T790M")].score == 9
+    tp53 = ctx.state.evidence[key_of(ctx, "TP53 encodes")]
+    assert tp53.score == 0 and tp53.error and "failed twice" in tp53.error
+
+
+async def test_invented_quote_is_not_kept(library: Library, settings: Settings) -> None:
+    liar = FunctionLLM(
+        lambda r: {"summary": "s", "score": 8, "quote": "A sentence that appears in no passage at all."}
+    )
+    ctx = make_ctx(library, settings, summary=liar)
+    await gather_evidence(ctx, question="T790M")
+    assert all(e.quote == "" for e in ctx.state.evidence.values())
+
+
+async def test_worked_example_three_sources(library: Library, settings: Settings) -> None:
+    """T790M claim cited to TP53 is flagged; a never-retrieved source is fabricated and removed;
+    the supported EGFR/TKI claim passes."""
+    ctx = make_ctx(library, settings)
+    await gather_evidence(ctx, question="EGFR T790M TP53 resistance")
+    egfr, tp53 = key_of(ctx, "T790M"), key_of(ctx, "TP53 encodes")
+    draft = {
+        "claims": [
+            {"text": "The T790M mutation confers resistance to gefitinib.", "citations": [tp53], "quote": ""},
+            {"text": "Kinase resistance was settled in 2023.", "citations": ["Smith2023"], "quote": ""},
+            {
+                "text": "Osimertinib remains active against tumours carrying T790M.",
+                "citations": [egfr],
+                "quote": "Osimertinib remains active against tumours carrying T790M.",
+            },
+        ],
+        "summary": "T790M drives resistance; osimertinib works.",
+        "limitations": "No survival data.",
+    }
+    answer = ScriptedLLM([draft])
+    ctx.llms["answer"] = answer
+    await generate_answer(ctx)
+    schema = answer.requests[0].json_schema
+    assert schema is not None
+    offered = schema["properties"]["claims"]["items"]["properties"]["citations"]["items"]["enum"]
+    assert set(offered) <= set(ctx.state.evidence) and "Smith2023" not in offered
+    observation = await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None
+    verdicts = {c.text.split()[1]: c.verdict for c in report.claims}
+    assert verdicts["T790M"] == Verdict.misattributed
+    assert report.claims[0].checks[0].suggested_key == egfr
+    assert verdicts["resistance"] == Verdict.fabricated
+    assert verdicts["remains"] == Verdict.supported
+    assert report.claims[2].checks[0].method == "quote"  # verbatim quote: no judge call needed
+    assert report.counts["fabricated_citations"] == 1
+    final_keys = {k for c in ctx.state.claims for k in c.citations}
+    assert final_keys == {egfr} and final_keys <= set(ctx.state.evidence)
+    assert [c.text[:10] for c in report.removed_claims] == ["Kinase res"]
+    assert report.repaired == 1 and report.needs_regeneration
+    assert report.citation_precision == pytest.approx(1 / 3)
+    assert report.faithfulness == pytest.approx(2 / 3)
+    assert "1 fabricated citation" in observation
+
+
+async def test_unsupported_and_contradicted_claims_are_removed(library: Library, settings: Settings) -> None:
+    def judge(req: Request) -> float:
+        if "contradict" in req.messages[-1].content.split("Claim:")[-1].lower():
+            return 0.9 if "increases" in req.messages[-1].content else 0.1
+        return 0.1
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="EGFR T790M")
+    egfr = key_of(ctx, "T790M")
+    ctx.state.claims = [
+        Claim(text="EGFR inhibitors cure all lung cancers.", citations=[egfr]),
+        Claim(text="T790M increases sensitivity to gefitinib.", citations=[egfr]),
+    ]
+    await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None
+    assert [c.verdict for c in report.claims] == [Verdict.unsupported, Verdict.contradicted]
+    assert ctx.state.claims == [] and report.needs_more_evidence
+
+
+async def test_uncited_claim_gets_the_right_key(library: Library, settings: Settings) -> None:
+    ctx = make_ctx(library, settings)
+    await gather_evidence(ctx, question="TP53 apoptosis")
+    ctx.state.claims = [Claim(text="TP53 triggers apoptosis after DNA damage.", citations=[])]
+    await verify_citations(ctx)
+    assert ctx.state.report and ctx.state.report.claims[0].verdict == Verdict.uncited
+    assert ctx.state.claims[0].citations == [key_of(ctx, "TP53 encodes")]
+
+
+async def test_injected_instructions_do_not_change_what_is_cited(
+    library: Library, settings: Settings
+) -> None:
+    seen: list[str] = []
+
+    def obedient_if_fooled(req: Request) -> object:
+        seen.append(req.messages[-1].content)
+        # a compromised model that follows the injected text
+        return {
+            "claims": [{"text": "Kinase resistance is broad.", "citations": ["Smith2023"], "quote": ""}],
+            "summary": "",
+            "limitations": "",
+        }
+
+    def rates_injection_high(req: Request) -> object:
+        out = keyword_summary(req)
+        if "IGNORE PREVIOUS" in req.messages[-1].content:
+            out["score"] = 7
+        return out
+
+    ctx = make_ctx(
+        library, settings, answer=FunctionLLM(obedient_if_fooled), summary=FunctionLLM(rates_injection_high)
+    )
+    await gather_evidence(ctx, question="kinase resistance notes")
+    assert any("IGNORE PREVIOUS" in e.text for e in ctx.state.evidence.values())
+    await generate_answer(ctx)
+    await verify_citations(ctx)
+    # the injected text reached the model only inside a passage fence, with its closing tag defused
+    prompt = seen[0]
+    injected_at = prompt.index("IGNORE PREVIOUS")
+    assert prompt.rfind("<passage>", 0, injected_at) > prompt.rfind("</passage>", 0, injected_at)
+    assert prompt.count("</passage>") == prompt.count("<passage>")
+    assert all(k in ctx.state.evidence for c in ctx.state.claims for k in c.citations)
+    assert "Smith2023" not in json.dumps([c.model_dump() for c in ctx.state.claims])
+
+
+OPTIONS = ["Osimertinib", "Gefitinib", "Aspirin", INSUFFICIENT]
+QUESTION = "Which inhibitor remains active against tumours carrying EGFR T790M?"
+
+
+async def test_multiple_choice_pick_is_verified(library: Library, settings: Settings) -> None:
+    ctx = make_ctx(library, settings, question=QUESTION, options=OPTIONS)
+    await gather_evidence(ctx, question=QUESTION)
+    egfr = key_of(ctx, "T790M")
+    ctx.llms["answer"] = ScriptedLLM([{"choice": "A", "citations": [egfr], "quote": ""}])
+    await generate_answer(ctx)
+    assert ctx.state.choice == "A"
+    await verify_citations(ctx)
+    assert ctx.state.choice == "A" and ctx.state.claims[0].verdict == Verdict.supported
+
+
+async def test_multiple_choice_unsupported_pick_becomes_insufficient(
+    library: Library, settings: Settings
+) -> None:
+    ctx = make_ctx(
+        library,
+        settings,
+        question=QUESTION,
+        options=OPTIONS,
+        judge=FunctionLLM(lambda r: "No", score_function=lambda r: 0.1),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    ctx.llms["answer"] = ScriptedLLM([{"choice": "C", "citations": [key_of(ctx, "T790M")], "quote": ""}])
+    await generate_answer(ctx)
+    await verify_citations(ctx)
+    assert ctx.state.choice == "D"  # the "Insufficient information" option
+
+
+async def test_multiple_choice_judge_mode_scores_every_option(library: Library, settings: Settings) -> None:
+    judge_mode = settings.model_copy(
+        update={"answer": settings.answer.model_copy(update={"mc_mode": "judge"})}
+    )
+
+    def judge(req: Request) -> float:
+        claim = req.messages[-1].content.split("Claim:")[1]
+        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+        return 0.9 if "Osimertinib" in claim and "Osimertinib remains active" in passage else 0.2
+
+    ctx = make_ctx(
+        library,
+        judge_mode,
+        question=QUESTION,
+        options=OPTIONS,
+        judge=FunctionLLM(lambda r: "No", score_function=judge),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    await generate_answer(ctx)
+    assert ctx.state.choice == "A"
+    assert {u.role for u in ctx.state.usage} == {"summary", "judge"}  # no answer-model call
+
+
+def test_tool_schema_comes_from_the_docstring() -> None:
+    assert gather_evidence.spec.parameters["required"] == ["question"]
+    assert "sub-question" in gather_evidence.spec.parameters["properties"]["question"]["description"]
+    assert generate_answer.spec.parameters["required"] == []
+
+    with pytest.raises(TypeError, match="'query' is not described"):
+
+        @tool
+        async def bad(ctx: object, query: str) -> str:
+            """Does something.
+
+            Args:
+                other: not the argument.
+            """
+            return ""
+
+
+async def test_unknown_arguments_ask_the_model_to_retry(library: Library, settings: Settings) -> None:
+    with pytest.raises(ToolRetry, match="no argument"):
+        await gather_evidence(make_ctx(library, settings), query="x")
+    with pytest.raises(ToolRetry, match="needs argument"):
+        await gather_evidence(make_ctx(library, settings))

@@ -1,0 +1,186 @@
+"""``verify_citations``: check every (claim, cited key) against the original chunk text.
+
+Verdicts (see :class:`agent.state.Verdict`):
+
+1. *fabricated*: the key was never retrieved. It is removed, whatever else happens.
+2. *unsupported*: the judge finds the cited passage does not support the claim.
+3. *contradicted*: the passage says the opposite, or the claim drops a qualifier.
+4. *misattributed* or *uncited*: another gathered passage supports the claim, or the claim
+   has no citation at all. The right key is suggested and the citation repaired.
+
+The cheap check runs first: when the claim's quote is verbatim in the cited passage and the
+claim says little beyond the quote, it is accepted without a model call. Every other pair goes
+to the judge (``score_yes``: next-token P(Yes) on the local model, a constrained Yes/No on APIs).
+Repair fixes keys where it can and drops the claims it cannot save. The drafted answer can
+therefore never reach the user with a citation to something that was not retrieved. The report
+tells the loop whether to regenerate or to search again.
+"""
+
+from __future__ import annotations
+
+from agent.prompts import contradiction_messages, judge_messages
+from agent.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport
+from tools.base import ToolContext, tool
+from tools.gather_evidence import normalise, quote_in
+from tools.generate_answer import insufficient_letter
+
+__all__ = ["verify_citations", "verify_claims"]
+
+
+def _overlap(a: str, b: str) -> float:
+    """Share of ``a``'s content words that also occur in ``b``."""
+    wa = {w for w in normalise(a).split() if len(w) > 2}
+    wb = set(normalise(b).split())
+    return len(wa & wb) / len(wa) if wa else 0.0
+
+
+async def _p_support(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
+    judge = ctx.llm("judge")
+    score = await judge.score_yes(judge_messages(claim, evidence.text))
+    ctx.state.add_usage(score.usage)
+    return score.p_yes
+
+
+async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
+    judge = ctx.llm("judge")
+    score = await judge.score_yes(contradiction_messages(claim, evidence.text))
+    ctx.state.add_usage(score.usage)
+    return score.p_yes
+
+
+async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> tuple[str, float] | None:
+    """Another gathered passage that supports the claim: the quote's home first, then the judge."""
+    others = [e for e in ctx.state.evidence.values() if e.key not in exclude]
+    if claim.quote:
+        for e in others:
+            if quote_in(claim.quote, e.text) and _overlap(claim.text, e.text) >= 0.5:
+                p = await _p_support(ctx, claim.text, e)
+                if p >= ctx.settings.evidence.judge_threshold:
+                    return e.key, p
+    ranked = sorted(others, key=lambda e: -_overlap(claim.text, e.text))[:2]
+    for e in ranked:
+        if _overlap(claim.text, e.text) < 0.3:
+            continue
+        p = await _p_support(ctx, claim.text, e)
+        if p >= ctx.settings.evidence.judge_threshold:
+            return e.key, p
+    return None
+
+
+async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
+    state, threshold = ctx.state, ctx.settings.evidence.judge_threshold
+    checks: list[CitationCheck] = []
+    for key in dict.fromkeys(claim.citations):
+        evidence = state.evidence.get(key)
+        if evidence is None:
+            checks.append(CitationCheck(key=key, verdict=Verdict.fabricated, method="unknown-key"))
+            continue
+        quoted = bool(claim.quote) and quote_in(claim.quote, evidence.text)
+        if quoted and _overlap(claim.text, claim.quote) >= 0.8:
+            checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=1.0, method="quote"))
+            continue
+        p = await _p_support(ctx, claim.text, evidence)
+        method = "judge+quote" if quoted else "judge"
+        if p >= threshold:
+            checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=p, method=method))
+            continue
+        verdict = Verdict.unsupported
+        if (
+            ctx.settings.answer.verify_contradictions
+            and await _p_contradict(ctx, claim.text, evidence) >= threshold
+        ):
+            verdict = Verdict.contradicted
+        checks.append(CitationCheck(key=key, verdict=verdict, p_support=p, method=method))
+    verdicts = {c.verdict for c in checks}
+    if Verdict.supported in verdicts:
+        claim.verdict = Verdict.supported
+    else:
+        found = await _find_supporter(ctx, claim, {c.key for c in checks})
+        if found is not None:
+            key, p = found
+            checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=p, method="judge"))
+            claim.verdict = Verdict.misattributed if checks[:-1] else Verdict.uncited
+            for c in checks[:-1]:
+                c.suggested_key = key
+        elif not checks:
+            claim.verdict = Verdict.uncited
+        elif Verdict.contradicted in verdicts:
+            claim.verdict = Verdict.contradicted
+        elif verdicts == {Verdict.fabricated}:
+            claim.verdict = Verdict.fabricated
+        else:
+            claim.verdict = Verdict.unsupported
+    claim.checks = checks
+    return claim
+
+
+async def verify_claims(ctx: ToolContext, claims: list[Claim]) -> VerificationReport:
+    checked = [await _check_claim(ctx, c.model_copy(deep=True)) for c in claims]
+    n = len(checked) or 1
+    all_checks = [c for claim in checked for c in claim.checks]
+    original = [c for claim in checked for c in claim.checks[: len(dict.fromkeys(claim.citations))]]
+    supported_claims = sum(1 for c in checked if c.verdict == Verdict.supported)
+    grounded = sum(
+        1
+        for c in checked
+        if c.verdict in {Verdict.supported, Verdict.misattributed, Verdict.uncited}
+        and any(k.verdict == Verdict.supported for k in c.checks)
+    )
+    counts = {v.value: sum(1 for c in checked if c.verdict == v) for v in Verdict}
+    counts["fabricated_citations"] = sum(1 for c in all_checks if c.verdict == Verdict.fabricated)
+    report = VerificationReport(
+        claims=checked,
+        faithfulness=grounded / n if checked else 0.0,
+        citation_precision=(sum(1 for c in original if c.verdict == Verdict.supported) / len(original))
+        if original
+        else 0.0,
+        citation_recall=supported_claims / n if checked else 0.0,
+        counts=counts,
+    )
+    return report
+
+
+def repair(state: RunState, report: VerificationReport) -> None:
+    """Keep only claims whose citations all point at supporting, retrieved passages."""
+    kept: list[Claim] = []
+    for claim in report.claims:
+        good = [c.key for c in claim.checks if c.verdict == Verdict.supported and c.key in state.evidence]
+        if good:
+            if set(good) != set(claim.citations):
+                report.repaired += 1
+            kept.append(claim.model_copy(update={"citations": list(dict.fromkeys(good))}))
+        else:
+            report.removed_claims.append(claim)
+    state.claims = kept
+    report.needs_regeneration = bool(report.removed_claims)
+    report.needs_more_evidence = not kept
+    if state.options and state.choice and state.choice != insufficient_letter(state.options) and not kept:
+        state.choice = insufficient_letter(state.options)
+        state.summary = "The chosen option was not supported by its cited evidence."
+
+
+@tool
+async def verify_citations(ctx: ToolContext) -> str:
+    """Check every claim of the drafted answer against the passages it cites; repair or drop failures.
+
+    Args:
+    """
+    state = ctx.state
+    if not state.claims:
+        state.report = VerificationReport(needs_more_evidence=True)
+        return "There are no claims to verify."
+    report = await verify_claims(ctx, state.claims)
+    repair(state, report)
+    state.report = report
+    c = report.counts
+    repaired = c.get("misattributed", 0) + c.get("uncited", 0)
+    lines = [
+        f"Verified {len(report.claims)} claim(s): {c.get('supported', 0)} supported, "
+        f"{repaired} repaired citation(s), {c.get('unsupported', 0)} unsupported, "
+        f"{c.get('contradicted', 0)} contradicted, "
+        f"{c.get('fabricated_citations', 0)} fabricated citation(s).",
+        f"Faithfulness {report.faithfulness:.2f}; citation precision {report.citation_precision:.2f}.",
+    ]
+    for claim in report.removed_claims:
+        lines.append(f"- removed ({claim.verdict}): {claim.text[:150]}")
+    return "\n".join(lines)
