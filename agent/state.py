@@ -168,3 +168,19 @@ class Answer(BaseModel):
     seconds: float = 0.0
     error: str | None = None
     trace: list[Step] = Field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(u.total_tokens for u in self.usage.values())
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(u.cost_usd for u in self.usage.values())
+
+    def to_markdown(self) -> str:
+        from agent.render import to_markdown
+
+        return to_markdown(self)
+
+    def _repr_markdown_(self) -> str:  # Jupyter renders the answer, not the repr
+        return self.to_markdown()

@@ -133,7 +133,8 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         mmr_lambda=settings.retrieval.mmr_lambda,
     )
     state = ctx.state
-    known = {e.chunk_id for e in state.evidence.values()}
+    # A chunk is read again only for a new question: a re-query may find it relevant after all.
+    known = {e.chunk_id for e in state.evidence.values() if e.question == question}
     fresh = [h for h in hits if h.chunk.chunk_id not in known][: settings.evidence.summarize_k]
     for hit in fresh:
         if hit.chunk.doc_id not in state.papers:
@@ -142,7 +143,9 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
     results = await asyncio.gather(*(_summarise(ctx, question, h) for h in fresh))
     for hit, evidence in zip(fresh, results, strict=True):
         evidence.key = evidence_key(state, hit)
-        state.evidence[evidence.key] = evidence
+        previous = state.evidence.get(evidence.key)
+        if previous is None or evidence.score >= previous.score:
+            state.evidence[evidence.key] = evidence
     ev = settings.evidence
     state.gate = evidence_gate(
         state, min_score=ev.min_score, min_pieces=ev.min_pieces, min_papers=ev.min_papers

@@ -16,7 +16,7 @@ from __future__ import annotations
 import string
 from typing import Any
 
-from agent.errors import LLMError
+from agent.errors import LLMError, ToolError
 from agent.prompts import answer_messages, judge_messages, mc_messages
 from agent.state import INSUFFICIENT, Claim, Evidence, RunState
 from tools.base import ToolContext, tool
@@ -198,4 +198,4 @@ async def generate_answer(ctx: ToolContext, feedback: str = "") -> str:
         return await _free_text(ctx, evidence, feedback)
     except (LLMError, ValueError, TypeError, AttributeError) as exc:
         state.claims = []
-        return f"Answer generation failed ({type(exc).__name__}: {str(exc)[:200]}); try again."
+        raise ToolError(f"answer generation failed: {type(exc).__name__}: {str(exc)[:200]}") from exc

@@ -1,0 +1,252 @@
+"""The Python API: ``ask`` / ``aask`` for one question, ``ask_many`` / ``aask_many`` for a batch.
+
+``ask`` works in a plain REPL and inside a running event loop (Jupyter): there it runs the
+question on a worker thread with its own loop and returns the :class:`Answer`, never a bare
+Task. A :class:`Session` holds what questions share (settings, library, search, models), so a
+batch loads the models and the index once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ConfigError, ScholarloopError
+from agent.llm.base import BaseLLM
+from agent.llm.factory import resolve_role_llms
+from agent.loop import TOOLS, run_loop
+from agent.policy import LLMPolicy, PipelinePolicy, Policy
+from agent.settings import Settings, load_settings
+from agent.state import INSUFFICIENT, Answer, RunState, Status
+from corpus.search import Filters, LocalSearch
+from corpus.store import Library
+from tools.base import ToolContext
+
+__all__ = ["Session", "aask", "aask_many", "ask", "ask_many", "load_questions", "question_id"]
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+def _library_for_papers(papers: Path, settings: Settings, quiet: bool = True) -> Path:
+    """Index a folder of papers once (and incrementally after), under the scholarloop home."""
+    from corpus.build import build_index
+
+    papers = papers.expanduser().resolve()
+    if not papers.exists():
+        raise ConfigError(f"papers path {papers} does not exist")
+    digest = hashlib.sha256(str(papers).encode()).hexdigest()[:12]
+    root = settings.home / "libraries" / f"{papers.name}-{digest}"
+    build_index([papers], root, settings)
+    return root
+
+
+class Session:
+    """Settings, library, search and models shared by the questions of one session."""
+
+    def __init__(
+        self,
+        *,
+        papers: str | Path | None = None,
+        index: str | Path | None = None,
+        online: bool = False,
+        settings: Settings | None = None,
+        llms: dict[str, BaseLLM] | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = load_settings(overrides.pop("config", None), **overrides)
+        elif overrides:
+            settings = settings.with_overrides(**overrides)
+        if online:
+            settings = settings.model_copy(
+                update={"online": settings.online.model_copy(update={"enabled": True})}
+            )
+        self.settings = settings
+        if index is not None:
+            root = Path(index)
+        elif papers is not None:
+            root = _library_for_papers(Path(papers), settings)
+        else:
+            root = settings.home / "index"
+            if not (root / "manifest.json").exists():
+                raise ConfigError(
+                    "no papers to answer from: pass papers=DIR (a folder of PDFs/text) or index=DIR "
+                    "(built with `scholarloop index build`)"
+                )
+        from corpus.embeddings import make_embedder
+
+        self.library = Library.open(root)
+        self.searcher = LocalSearch(
+            self.library,
+            make_embedder(self.library.manifest.embedder),
+            hybrid_weight=settings.retrieval.hybrid_weight,
+        )
+        self.llms = llms or resolve_role_llms(settings)
+
+    def policy(self) -> Policy:
+        return LLMPolicy(TOOLS) if self.settings.agent.policy == "llm" else PipelinePolicy()
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        options: Sequence[str] | None = None,
+        exclude_doc_ids: Iterable[str] = (),
+        on_event: EventCallback | None = None,
+    ) -> Answer:
+        opts = list(options) if options else None
+        if opts is not None and not any(o.strip().lower().startswith("insufficient") for o in opts):
+            opts.append(INSUFFICIENT)
+        base = Filters(exclude_doc_ids=set(exclude_doc_ids))
+        ctx = ToolContext(
+            state=RunState(question=question, options=opts),
+            settings=self.settings,
+            llms=self.llms,
+            searcher=self.searcher,
+            filters=base,
+            on_event=on_event,
+            extra={"base_filters": base},
+        )
+        return await run_loop(ctx, self.policy())
+
+
+async def aask(
+    question: str,
+    *,
+    papers: str | Path | None = None,
+    index: str | Path | None = None,
+    online: bool = False,
+    settings: Settings | None = None,
+    options: Sequence[str] | None = None,
+    on_event: EventCallback | None = None,
+    **overrides: Any,
+) -> Answer:
+    """Answer one question (async). ``overrides`` are settings, e.g. ``llm__judge="claude-haiku-4-5"``."""
+    session = Session(papers=papers, index=index, online=online, settings=settings, **overrides)
+    return await session.ask(question, options=options, on_event=on_event)
+
+
+def _run_sync(coro_factory: Callable[[], Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_factory())
+    # Inside a running loop (Jupyter): a worker thread with its own loop, and we wait for it.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="scholarloop") as pool:
+        return pool.submit(lambda: asyncio.run(coro_factory())).result()
+
+
+def ask(question: str, **kwargs: Any) -> Answer:
+    """Answer one question; works in a plain REPL and inside Jupyter's running loop."""
+    result: Answer = _run_sync(lambda: aask(question, **kwargs))
+    return result
+
+
+def question_id(item: dict[str, Any]) -> str:
+    return str(item.get("id") or hashlib.sha256(item["question"].encode()).hexdigest()[:12])
+
+
+def load_questions(source: str | Path | Sequence[str | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Questions as strings, dicts with ``question`` (and ``id``, ``options``), or a .txt/.jsonl file."""
+    if isinstance(source, str | Path) and Path(source).suffix in {".txt", ".jsonl"}:
+        path = Path(source)
+        if not path.exists():
+            raise ConfigError(f"questions file {path} does not exist")
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        if path.suffix == ".txt":
+            return [{"question": line.strip()} for line in lines]
+        items = []
+        for n, line in enumerate(lines, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{n} is not JSON: {exc.msg}") from exc
+            if "question" not in row:
+                raise ConfigError(f"{path}:{n} has no 'question' field")
+            items.append(row)
+        return items
+    if isinstance(source, str | Path):
+        return [{"question": str(source)}]
+    return [{"question": q} if isinstance(q, str) else dict(q) for q in source]
+
+
+def _done_ids(out: Path) -> dict[str, dict[str, Any]]:
+    done: dict[str, dict[str, Any]] = {}
+    if not out.exists():
+        return done
+    for line in out.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash is simply redone
+        if row.get("status") != Status.failed.value and "id" in row:
+            done[row["id"]] = row
+    return done
+
+
+async def aask_many(
+    questions: str | Path | Sequence[str | dict[str, Any]],
+    *,
+    concurrency: int = 1,
+    out: str | Path | None = "answers.jsonl",
+    session: Session | None = None,
+    progress: bool = True,
+    **session_kwargs: Any,
+) -> list[Answer]:
+    """Answer many questions; input order kept, failures isolated, each answer written as it finishes.
+
+    A rerun with the same ``out`` skips questions already answered there (resume after a crash
+    or Ctrl-C); answers that failed are tried again.
+    """
+    items = load_questions(questions)
+    session = session or Session(**session_kwargs)
+    out_path = Path(out) if out is not None else None
+    done = _done_ids(out_path) if out_path else {}
+    results: list[Answer | None] = [None] * len(items)
+    lock = asyncio.Lock()
+    sem = asyncio.Semaphore(max(1, concurrency))
+    from rich.progress import Progress
+
+    with Progress(disable=not progress, transient=False) as bar:
+        task = bar.add_task("questions", total=len(items))
+
+        async def one(i: int, item: dict[str, Any]) -> None:
+            qid = question_id(item)
+            if qid in done:
+                results[i] = Answer.model_validate({k: v for k, v in done[qid].items() if k != "id"})
+                bar.advance(task)
+                return
+            async with sem:
+                try:
+                    answer = await session.ask(item["question"], options=item.get("options"))
+                except (ScholarloopError, Exception) as exc:  # one question never sinks the batch
+                    answer = Answer(
+                        question=item["question"],
+                        status=Status.failed,
+                        answer="",
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+            results[i] = answer
+            if out_path is not None:
+                line = json.dumps({"id": qid, **answer.model_dump(mode="json")}) + "\n"
+                async with lock:
+                    with out_path.open("a") as fh:
+                        fh.write(line)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+            bar.advance(task)
+
+        await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+    return [r for r in results if r is not None]
+
+
+def ask_many(questions: str | Path | Sequence[str | dict[str, Any]], **kwargs: Any) -> list[Answer]:
+    """Synchronous :func:`aask_many` (also inside Jupyter)."""
+    result: list[Answer] = _run_sync(lambda: aask_many(questions, **kwargs))
+    return result

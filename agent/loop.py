@@ -1,0 +1,148 @@
+"""The agent loop: one run state, a policy choosing tools, and budgets that always end the run.
+
+Each step is a record (tool, arguments, observation, seconds, error). A tool that fails with
+a model or tool error does not end the run: the error becomes the step's observation and the
+policy decides what next. Two failures in a row end it. When a budget runs out (steps, model
+calls, tokens, cost, wall time), the loop returns the best *verified* answer it has, with
+status ``truncated``; it never raises for a budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.errors import ScholarloopError
+from agent.policy import Action, Policy, Rules
+from agent.render import references, render_text, status_of
+from agent.state import Answer, Claim, Status, Step
+from tools.base import Tool, ToolContext, ToolRetry
+from tools.gather_evidence import gather_evidence
+from tools.generate_answer import generate_answer, insufficient_letter
+from tools.paper_search import paper_search
+from tools.verify_citations import verify_citations
+
+__all__ = ["TOOLS", "run_loop"]
+
+TOOLS: list[Tool] = [paper_search, gather_evidence, generate_answer, verify_citations]
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+class _Budget:
+    def __init__(self, ctx: ToolContext) -> None:
+        self.cfg = ctx.settings.agent
+        self.ctx = ctx
+
+    def exhausted(self, steps: int) -> str | None:
+        state, cfg = self.ctx.state, self.cfg
+        if steps >= cfg.max_steps:
+            return f"step budget ({cfg.max_steps}) used up"
+        if len(state.usage) >= cfg.max_llm_calls:
+            return f"model-call budget ({cfg.max_llm_calls}) used up"
+        if state.total_tokens >= cfg.max_tokens:
+            return f"token budget ({cfg.max_tokens}) used up"
+        if state.total_cost >= cfg.max_cost_usd > 0:
+            return f"cost budget (${cfg.max_cost_usd:.2f}) used up"
+        return None
+
+
+def _snapshot(ctx: ToolContext) -> tuple[list[Claim], str | None, str]:
+    state = ctx.state
+    return [c.model_copy(deep=True) for c in state.claims], state.choice, state.summary
+
+
+async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None = None) -> Answer:
+    """Run until the policy finishes, a budget runs out, or the run fails."""
+    started = time.perf_counter()
+    state = ctx.state
+    by_name = {t.name: t for t in (tools or TOOLS)}
+    rules = Rules(ctx.settings.agent.max_requery_rounds, ctx.settings.agent.max_regenerate_rounds)
+    budget = _Budget(ctx)
+    observations: list[tuple[Action, str]] = []
+    best: tuple[list[Claim], str | None, str] | None = None
+    status: Status | None = None
+    error: str | None = None
+    consecutive_errors = 0
+
+    async def steps() -> None:
+        nonlocal best, status, error, consecutive_errors
+        while True:
+            if len(state.steps) >= ctx.settings.agent.max_steps or budget.exhausted(0):
+                # the policy may still say "done"; only a run that wants more is truncated
+                action = None if budget.exhausted(0) else await policy.next_action(ctx, rules, observations)
+                if action is not None or budget.exhausted(0):
+                    status, error = Status.truncated, budget.exhausted(len(state.steps))
+                return
+            action = await policy.next_action(ctx, rules, observations)
+            if action is None:
+                return
+            tool = by_name.get(action.tool)
+            step = Step(tool=action.tool, arguments=action.arguments)
+            ctx.emit("step", tool=action.tool, arguments=action.arguments, reason=action.reason)
+            t0 = time.perf_counter()
+            try:
+                if tool is None:
+                    raise ToolRetry(f"there is no tool {action.tool!r}; use one of {sorted(by_name)}")
+                step.observation = await tool(ctx, **action.arguments)
+                consecutive_errors = 0
+                rules.after(action.tool)
+            except ToolRetry as exc:
+                step.observation = f"Retry: {exc}"
+            except ScholarloopError as exc:
+                consecutive_errors += 1
+                step.error = f"{type(exc).__name__}: {exc}"
+                step.observation = f"The tool failed: {step.error}"
+                if consecutive_errors >= 2:
+                    status, error = Status.failed, step.error
+                    state.steps.append(step)
+                    return
+            step.seconds = time.perf_counter() - t0
+            state.steps.append(step)
+            observations.append((action, step.observation))
+            ctx.emit("observation", tool=action.tool, observation=step.observation, seconds=step.seconds)
+            if action.tool == "verify_citations" and state.report is not None:
+                kept = len(state.claims)
+                if best is None or kept >= len(best[0]):
+                    best = _snapshot(ctx)
+
+    try:
+        async with asyncio.timeout(ctx.settings.agent.timeout_s):
+            await steps()
+    except TimeoutError:
+        status, error = Status.truncated, f"wall-clock budget ({ctx.settings.agent.timeout_s:.0f} s) used up"
+
+    # Only verified claims leave the loop: an unverified draft is replaced by the best verified one.
+    if not rules.verified or (best is not None and len(best[0]) > len(state.claims)):
+        if best is not None:
+            state.claims, state.choice, state.summary = best
+        else:
+            state.claims = []
+            if state.options:
+                state.choice = insufficient_letter(state.options) if status is not None else state.choice
+    final = status or status_of(state)
+    if final == Status.failed and best is not None:
+        final = Status.truncated
+    answer = Answer(
+        question=state.question,
+        status=final,
+        answer=render_text(state),
+        choice=state.choice if state.options else None,
+        choice_text=(
+            dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", state.options, strict=False)).get(state.choice or "")
+            if state.options
+            else None
+        ),
+        claims=state.claims,
+        evidence=sorted(state.evidence.values(), key=lambda e: -e.score),
+        references=references(state),
+        verification=state.report,
+        usage=state.usage_by_role(),
+        seconds=time.perf_counter() - started,
+        error=error,
+        trace=state.steps,
+    )
+    ctx.emit("done", status=answer.status.value)
+    return answer

@@ -1,0 +1,139 @@
+"""Turn a finished run into what a reader sees: cited text, references, BibTeX, Markdown.
+
+Only claims that survived verification are rendered, and only keys of gathered evidence can
+appear in the text: rendering drops any other key as the last guard.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.state import INSUFFICIENT, Answer, Claim, Evidence, Reference, RunState, Status
+from corpus.models import Paper
+
+__all__ = ["bibtex", "reference_entry", "render_text", "to_markdown"]
+
+
+def _authors(paper: Paper) -> str:
+    if not paper.authors:
+        return ""
+    names = paper.authors[:3]
+    more = ", et al." if len(paper.authors) > 3 else ""
+    return ", ".join(names) + more
+
+
+def reference_entry(paper: Paper) -> str:
+    parts = [a for a in (_authors(paper), f"({paper.year})" if paper.year else "(n.d.)") if a]
+    title = (paper.title or paper.source or paper.doc_id).rstrip(".")
+    entry = " ".join(parts) + f". {title}."
+    if paper.venue:
+        entry += f" {paper.venue}."
+    if paper.doi:
+        entry += f" https://doi.org/{paper.doi}"
+    if paper.abstract_only:
+        entry += " [abstract only]"
+    return entry
+
+
+def bibtex(paper: Paper) -> str:
+    key = re.sub(r"[^A-Za-z0-9]", "", paper.key) or "ref"
+    kind = "article" if paper.venue else "misc"
+    fields = {
+        "title": paper.title or paper.doc_id,
+        "author": " and ".join(paper.authors) if paper.authors else None,
+        "year": str(paper.year) if paper.year else None,
+        "journal" if kind == "article" else "howpublished": paper.venue or paper.source or None,
+        "doi": paper.doi,
+    }
+    body = ",\n".join(f"  {k} = {{{v.replace('{', '').replace('}', '')}}}" for k, v in fields.items() if v)
+    return f"@{kind}{{{key},\n{body}\n}}"
+
+
+def _valid(claim: Claim, evidence: dict[str, Evidence]) -> list[str]:
+    return [k for k in claim.citations if k in evidence]
+
+
+def render_text(state: RunState) -> str:
+    claims = [c for c in state.claims if _valid(c, state.evidence)]
+    if state.options:
+        letter = state.choice
+        text = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", state.options, strict=False)).get(
+            letter or "", INSUFFICIENT
+        )
+        cites = "".join(f" [{k}]" for c in claims for k in _valid(c, state.evidence))
+        return f"{letter}) {text}{cites}" if letter else INSUFFICIENT
+    if not claims:
+        return state.summary or "Insufficient evidence to answer the question."
+    sentences = []
+    for claim in claims:
+        body = claim.text.rstrip().rstrip(".")
+        sentences.append(body + " " + "".join(f"[{k}]" for k in _valid(claim, state.evidence)) + ".")
+    text = " ".join(sentences)
+    if state.limitations:
+        text += f"\n\nLimitations: {state.limitations}"
+    return text
+
+
+def references(state: RunState) -> list[Reference]:
+    cited_docs: list[str] = []
+    for claim in state.claims:
+        for key in _valid(claim, state.evidence):
+            doc = state.evidence[key].doc_id
+            if doc not in cited_docs:
+                cited_docs.append(doc)
+    out = []
+    for i, doc in enumerate(cited_docs, 1):
+        paper = state.papers[doc]
+        out.append(
+            Reference(
+                number=i,
+                key=paper.key,
+                doc_id=doc,
+                entry=reference_entry(paper),
+                bibtex=bibtex(paper),
+                doi=paper.doi,
+            )
+        )
+    return out
+
+
+def to_markdown(answer: Answer) -> str:
+    lines = [
+        f"**Question:** {answer.question}",
+        "",
+        f"**Status:** {answer.status.value}",
+        "",
+        answer.answer,
+        "",
+    ]
+    if answer.references:
+        lines.append("**References**")
+        lines += [f"{r.number}. [{r.key}] {r.entry}" for r in answer.references]
+        lines.append("")
+    if answer.verification and answer.verification.claims:
+        v = answer.verification
+        lines.append(
+            f"**Verification:** {len(v.claims)} claim(s) checked; faithfulness {v.faithfulness:.2f}, "
+            f"citation precision {v.citation_precision:.2f}; removed {len(v.removed_claims)}."
+        )
+        for claim in v.claims:
+            lines.append(f"- {claim.verdict.value if claim.verdict else '?'}: {claim.text}")
+        lines.append("")
+    tokens = sum(u.total_tokens for u in answer.usage.values())
+    cost = sum(u.cost_usd for u in answer.usage.values())
+    lines.append(f"_{answer.seconds:.1f} s, {tokens} tokens, ${cost:.4f}_")
+    return "\n".join(lines)
+
+
+def status_of(state: RunState) -> Status:
+    if state.options:
+        from tools.generate_answer import insufficient_letter
+
+        if state.choice and state.choice != insufficient_letter(state.options):
+            return Status.answered
+        return Status.insufficient_evidence
+    return (
+        Status.answered
+        if any(_valid(c, state.evidence) for c in state.claims)
+        else Status.insufficient_evidence
+    )

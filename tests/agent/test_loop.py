@@ -1,0 +1,259 @@
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.api import aask_many, ask, ask_many
+from agent.errors import ProviderUnavailableError
+from agent.llm.testing import FunctionLLM, Request, ScriptedLLM, tool_call
+from agent.settings import Settings
+from agent.state import Answer, Status, Verdict
+from tests.agent.conftest import good_answer, keyword_summary, make_session
+
+Q = "Which inhibitor remains active against EGFR T790M tumours?"
+
+
+async def test_clean_run(index_dir: Path, settings: Settings) -> None:
+    events: list[str] = []
+    session = make_session(index_dir, settings)
+    answer = await session.ask(Q, on_event=lambda e, d: events.append(e))
+    assert answer.status == Status.answered
+    assert [s.tool for s in answer.trace] == [
+        "paper_search",
+        "gather_evidence",
+        "generate_answer",
+        "verify_citations",
+    ]
+    assert answer.claims[0].verdict == Verdict.supported
+    assert "Osimertinib remains active" in answer.answer and "[Egfr2017 p. 1]" in answer.answer
+    assert answer.references[0].key == "Egfr2017" and "@misc{Egfr2017" in answer.references[0].bibtex
+    assert {"step", "observation", "done"} <= set(events)
+    assert set(answer.usage) == {"summary", "answer"}  # the verbatim quote needed no judge call
+    again = Answer.model_validate_json(answer.model_dump_json())
+    assert again == answer
+    assert "**References**" in answer.to_markdown() and answer._repr_markdown_() == answer.to_markdown()
+
+
+async def test_gate_fails_then_a_reformulated_search_passes(index_dir: Path, settings: Settings) -> None:
+    def picky_summary(req: Request) -> object:
+        out = keyword_summary(req)
+        question = req.messages[-1].content.split("Source:")[0]
+        if "(" not in question:  # the first, verbatim question scores everything low
+            out["score"] = 2
+        return out
+
+    session = make_session(index_dir, settings, summary=FunctionLLM(picky_summary))
+    answer = await session.ask(Q)
+    tools = [s.tool for s in answer.trace]
+    assert tools[:4] == ["paper_search", "gather_evidence", "paper_search", "gather_evidence"]
+    queries = [s.arguments["query"] for s in answer.trace if s.tool == "paper_search"]
+    assert queries[0] == Q and queries[1] != Q and "t790m" in queries[1]
+    assert "FAILED" in answer.trace[1].observation and "PASSED" in answer.trace[3].observation
+    assert answer.status == Status.answered
+
+
+async def test_gate_never_passes_gives_insufficient_evidence(index_dir: Path, settings: Settings) -> None:
+    low = FunctionLLM(lambda r: {"summary": "unrelated", "score": 1, "quote": ""})
+    answer = await make_session(index_dir, settings, summary=low).ask(Q)
+    assert answer.status == Status.insufficient_evidence
+    assert answer.claims == [] and "Insufficient evidence" in answer.answer
+    assert sum(s.tool == "paper_search" for s in answer.trace) == 1 + settings.agent.max_requery_rounds
+
+
+async def test_citation_check_fails_then_regeneration_passes(index_dir: Path, settings: Settings) -> None:
+    drafts = iter(
+        [
+            lambda key: {
+                "claims": [{"text": "Aspirin cures lung cancer.", "citations": [key], "quote": ""}],
+                "summary": "",
+                "limitations": "",
+            },
+            None,
+        ]
+    )
+
+    def answer(req: Request) -> object:
+        first = next(drafts, None)
+        if first is not None:
+            key = next(
+                line[1 : line.index("]")]
+                for line in req.messages[-1].content.splitlines()
+                if line.startswith("[Egfr")
+            )
+            return first(key)
+        assert "previous draft had problems" in req.messages[-1].content
+        return good_answer(req)
+
+    result = await make_session(index_dir, settings, answer=FunctionLLM(answer)).ask(Q)
+    tools = [s.tool for s in result.trace]
+    assert tools[-4:] == ["generate_answer", "verify_citations", "generate_answer", "verify_citations"]
+    assert result.status == Status.answered and "Osimertinib" in result.answer
+    assert "Aspirin" not in result.answer
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ({"max_steps": 3}, "step budget"),
+        ({"max_llm_calls": 2}, "model-call budget"),
+        ({"max_tokens": 50}, "token budget"),
+    ],
+)
+async def test_budgets_truncate(
+    index_dir: Path, settings: Settings, override: dict[str, int], reason: str
+) -> None:
+    capped = settings.with_overrides(agent=override)
+    answer = await make_session(index_dir, capped).ask(Q)
+    assert answer.status == Status.truncated and reason in (answer.error or "")
+    assert answer.claims == []  # nothing verified yet, so nothing is returned
+
+
+async def test_cost_budget(index_dir: Path, settings: Settings) -> None:
+    from agent.llm.types import Completion, Usage
+
+    def pricey(req: Request) -> Completion:
+        return Completion(text=json.dumps(keyword_summary(req)), usage=Usage(cost_usd=0.6))
+
+    capped = settings.with_overrides(agent={"max_cost_usd": 1.0})
+    answer = await make_session(index_dir, capped, summary=FunctionLLM(pricey)).ask(Q)
+    assert answer.status == Status.truncated and "cost budget" in (answer.error or "")
+
+
+async def test_wall_clock_budget(index_dir: Path, settings: Settings) -> None:
+    async def slow(req: Request) -> object:
+        await asyncio.sleep(5)
+        return keyword_summary(req)
+
+    capped = settings.with_overrides(agent={"timeout_s": 0.3})
+    answer = await make_session(index_dir, capped, summary=FunctionLLM(slow)).ask(Q)
+    assert answer.status == Status.truncated and "wall-clock" in (answer.error or "")
+
+
+async def test_truncation_keeps_the_best_verified_answer(index_dir: Path, settings: Settings) -> None:
+    bad = {"text": "Aspirin cures lung cancer.", "citations": ["Egfr2017 p. 1"], "quote": ""}
+    calls = {"n": 0}
+
+    def answer(req: Request) -> object:
+        calls["n"] += 1
+        if calls["n"] == 1:  # one good claim and one bad: verification keeps the good one
+            draft = good_answer(req)
+            draft["claims"] = [*draft["claims"], bad]  # type: ignore[misc]
+            return draft
+        return {"claims": [bad], "summary": "", "limitations": ""}
+
+    # search, gather, answer, verify, regenerate: the budget stops the run before the new draft is verified
+    capped = settings.with_overrides(agent={"max_steps": 5})
+    result = await make_session(index_dir, capped, answer=FunctionLLM(answer)).ask(Q)
+    assert [s.tool for s in result.trace][-2:] == ["verify_citations", "generate_answer"]
+    assert result.status == Status.truncated and "step budget" in (result.error or "")
+    assert [c.text for c in result.claims] == ["Osimertinib remains active against tumours carrying T790M."]
+    assert result.claims[0].verdict == Verdict.supported and "Aspirin" not in result.answer
+
+
+async def test_provider_error_mid_run_is_retried(index_dir: Path, settings: Settings) -> None:
+    flaky = ScriptedLLM([ProviderUnavailableError("503 from provider")], retry=None)
+    flaky.retry = flaky.retry.__class__(max_retries=0)
+
+    def after_error(req: Request) -> object:
+        return good_answer(req)
+
+    class OnceBroken(FunctionLLM):
+        broken = True
+
+        async def _complete(self, messages, **kw):  # type: ignore[no-untyped-def, override]
+            if self.broken:
+                self.broken = False
+                raise ProviderUnavailableError("503 from provider")
+            return await super()._complete(messages, **kw)
+
+    answer_llm = OnceBroken(after_error)
+    answer_llm.retry = answer_llm.retry.__class__(max_retries=0)
+    result = await make_session(index_dir, settings, answer=answer_llm).ask(Q)
+    errors = [s for s in result.trace if s.error]
+    assert len(errors) == 1 and "503" in (errors[0].error or "")
+    assert result.status == Status.answered
+
+
+async def test_provider_down_fails_the_run_with_the_error(index_dir: Path, settings: Settings) -> None:
+    down = FunctionLLM(lambda r: ProviderUnavailableError("provider down"))
+    down.retry = down.retry.__class__(max_retries=0)
+    result = await make_session(index_dir, settings, answer=down).ask(Q)
+    assert result.status == Status.failed and "provider down" in (result.error or "")
+
+
+async def test_llm_policy_chooses_tools(index_dir: Path, settings: Settings) -> None:
+    agent = ScriptedLLM(
+        [
+            tool_call("paper_search", query="EGFR T790M osimertinib"),
+            tool_call("gather_evidence", question=Q),
+            tool_call("generate_answer"),
+        ]
+    )
+    session = make_session(index_dir, settings.with_overrides(agent={"policy": "llm"}), agent=agent)
+    result = await session.ask(Q)
+    assert [s.tool for s in result.trace] == [
+        "paper_search",
+        "gather_evidence",
+        "generate_answer",
+        "verify_citations",
+    ]
+    assert result.status == Status.answered
+    assert agent.requests[0].tools and {t.name for t in agent.requests[0].tools} == {
+        "paper_search",
+        "gather_evidence",
+        "generate_answer",
+        "verify_citations",
+    }
+
+
+def test_ask_inside_a_running_loop_returns_an_answer(index_dir: Path, settings: Settings) -> None:
+    session = make_session(index_dir, settings)
+
+    async def notebook_cell() -> Answer:
+        # what a Jupyter cell does: call the sync API while a loop is running
+        return ask(Q, index=index_dir, settings=settings, llms=session.llms)  # type: ignore[arg-type]
+
+    answer = asyncio.run(notebook_cell())
+    assert isinstance(answer, Answer) and answer.status == Status.answered
+
+
+async def test_batch_keeps_order_and_isolates_failures(
+    index_dir: Path, settings: Settings, tmp_path: Path
+) -> None:
+    session = make_session(index_dir, settings)
+    questions = [Q, "TP53 apoptosis?", "", "EGFR T790M resistance?"]
+    out = tmp_path / "answers.jsonl"
+    answers = await aask_many(questions, session=session, out=out, concurrency=3, progress=False)
+    assert [a.question for a in answers] == questions
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and all("id" in r and "status" in r and "claims" in r for r in rows)
+
+
+class SimulatedCrash(BaseException):
+    """Like Ctrl-C or a killed process: not an Exception, so nothing in the batch catches it."""
+
+
+def test_batch_resumes_after_a_crash(index_dir: Path, settings: Settings, tmp_path: Path) -> None:
+    out = tmp_path / "answers.jsonl"
+    questions = tmp_path / "q.txt"
+    questions.write_text(
+        "Which inhibitor works on T790M?\nWhat does TP53 encode?\nWhat is kinase resistance?\n"
+    )
+    calls = {"n": 0}
+
+    def crashy(req: Request) -> object:
+        calls["n"] += 1
+        if "Question: What is kinase resistance?" in req.messages[-1].content and calls["n"] < 100:
+            raise SimulatedCrash("simulated Ctrl-C")
+        return keyword_summary(req)
+
+    session = make_session(index_dir, settings, summary=FunctionLLM(crashy))
+    with pytest.raises(SimulatedCrash):
+        ask_many(questions, session=session, out=out, progress=False)
+    assert len(out.read_text().splitlines()) == 2
+    before = calls["n"]
+    calls["n"] = 1000  # no more crashes
+    answers = ask_many(questions, session=make_session(index_dir, settings), out=out, progress=False)
+    assert len(answers) == 3 and len(out.read_text().splitlines()) == 3
+    assert before > 0
