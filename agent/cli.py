@@ -154,8 +154,13 @@ def models() -> None:
 
 
 def _register() -> None:
+    from agent.cli_ask import ask_command, batch_command
+    from agent.cli_bench import bench_command
     from agent.cli_corpus import index_group, search_command
 
+    cli.add_command(ask_command)
+    cli.add_command(batch_command)
+    cli.add_command(bench_command)
     cli.add_command(index_group)
     cli.add_command(search_command)
 

@@ -1,0 +1,182 @@
+"""LitQA2-style benchmarking: presentation, grading and metrics, resumable.
+
+Each question is shown as LAB-Bench shows it: ``[ideal, *distractors, "Insufficient
+information to answer the question"]`` shuffled into letters with a fixed seed. The chosen
+option comes from the structured answer; :func:`extract_choice` parses free text as a fallback.
+Metrics: accuracy = correct / all, precision = correct / answered, coverage = answered / all;
+for ``answerable: false`` questions, abstaining is the correct response.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import random
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.state import INSUFFICIENT, Answer
+
+__all__ = [
+    "BenchQuestion",
+    "Graded",
+    "extract_choice",
+    "grade",
+    "load_set",
+    "metrics",
+    "present",
+    "sample",
+]
+
+
+class BenchQuestion(BaseModel):
+    id: str
+    question: str
+    ideal: str | None
+    distractors: list[str]
+    sources: list[str] = Field(default_factory=list)
+    answerable: bool = True
+    tag: str = ""
+    key_passage: str | None = None
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return [value]
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def load_set(path: Path) -> list[BenchQuestion]:
+    """LitQA2's native JSONL and the shared-data format (string-encoded lists, ``answerable``)."""
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        out.append(
+            BenchQuestion(
+                id=str(row.get("id") or hashlib.sha256(row["question"].encode()).hexdigest()[:12]),
+                question=row["question"],
+                ideal=row.get("ideal"),
+                distractors=_as_list(row.get("distractors", [])),
+                sources=_as_list(row.get("sources", [])),
+                answerable=row.get("answerable", True) is not False and row.get("ideal") is not None,
+                tag=row.get("tag") or path.stem,
+                key_passage=row.get("key-passage"),
+            )
+        )
+    return out
+
+
+def sample(questions: Sequence[BenchQuestion], limit: int | None, seed: int) -> list[BenchQuestion]:
+    if not limit or limit >= len(questions):
+        return list(questions)
+    return random.Random(seed).sample(list(questions), limit)
+
+
+def present(q: BenchQuestion, seed: int) -> list[str]:
+    """Options in presentation order (the insufficient option included), fixed per (seed, question)."""
+    options = [o for o in [q.ideal, *q.distractors] if o is not None]
+    options.append(INSUFFICIENT)
+    rng = random.Random(f"{seed}:{q.id}")
+    rng.shuffle(options)
+    return options
+
+
+def extract_choice(text: str, options: Sequence[str]) -> str | None:
+    """The option letter a free-text reply picked: 'B', '(B)', 'B)', 'Answer: B', or the option's text."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
+    m = re.search(rf"(?:answer|choice)\s*(?:is|:)?\s*\(?([{letters}])\)?\b", text, re.IGNORECASE)
+    if m:
+        return m.group(1).upper()
+    m = re.match(rf"\s*\(?([{letters}])[).:\s]", text + " ")
+    if m:
+        return m.group(1)
+    lowered = text.lower()
+    hits = [letters[i] for i, o in enumerate(options) if o.lower() in lowered]
+    return hits[0] if len(hits) == 1 else None
+
+
+class Graded(BaseModel):
+    id: str
+    tag: str
+    answerable: bool
+    options: list[str]
+    choice: str | None
+    chosen: str | None
+    correct: bool
+    answered: bool
+    status: str
+    seconds: float
+    tokens: int
+    llm_calls: int
+    cost_usd: float
+    gold_rank: int | None = None
+    faithfulness: float | None = None
+    fabricated: int = 0
+    answer: dict[str, Any] | None = None
+
+
+def grade(q: BenchQuestion, options: list[str], answer: Answer, gold_docs: set[str]) -> Graded:
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    choice = answer.choice or extract_choice(answer.answer, options)
+    chosen = dict(zip(letters, options, strict=False)).get(choice or "")
+    answered = chosen is not None and chosen != INSUFFICIENT
+    correct = (chosen == q.ideal) if q.answerable else not answered
+    ranks = [i + 1 for i, e in enumerate(answer.evidence) if e.doc_id in gold_docs]
+    v = answer.verification
+    return Graded(
+        id=q.id,
+        tag=q.tag,
+        answerable=q.answerable,
+        options=options,
+        choice=choice,
+        chosen=chosen,
+        correct=correct,
+        answered=answered,
+        status=answer.status.value,
+        seconds=answer.seconds,
+        tokens=answer.total_tokens,
+        llm_calls=sum(u.calls for u in answer.usage.values()),
+        cost_usd=answer.cost_usd,
+        gold_rank=min(ranks) if ranks else None,
+        faithfulness=v.faithfulness if v and v.claims else None,
+        fabricated=(v.counts.get("fabricated_citations", 0) if v else 0),
+        answer=answer.model_dump(mode="json"),
+    )
+
+
+def metrics(rows: Sequence[Graded], k: int = 5) -> dict[str, Any]:
+    n = len(rows)
+    if n == 0:
+        return {"n": 0}
+    answered = [r for r in rows if r.answered]
+    unanswerable = [r for r in rows if not r.answerable]
+    secs = sorted(r.seconds for r in rows)
+    faith = [r.faithfulness for r in rows if r.faithfulness is not None]
+    return {
+        "n": n,
+        "accuracy": sum(r.correct for r in rows) / n,
+        "precision": (sum(r.correct for r in answered) / len(answered)) if answered else 0.0,
+        "coverage": len(answered) / n,
+        "abstention_accuracy": (sum(r.correct for r in unanswerable) / len(unanswerable))
+        if unanswerable
+        else None,
+        "recall_at_k": {str(k): sum(1 for r in rows if r.gold_rank is not None and r.gold_rank <= k) / n},
+        "faithfulness": statistics.mean(faith) if faith else None,
+        "fabricated_citations": sum(r.fabricated for r in rows),
+        "median_seconds": statistics.median(secs),
+        "p90_seconds": secs[min(n - 1, int(0.9 * n))],
+        "median_tokens": statistics.median(r.tokens for r in rows),
+        "median_llm_calls": statistics.median(r.llm_calls for r in rows),
+        "total_cost_usd": sum(r.cost_usd for r in rows),
+    }

@@ -1,0 +1,174 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.bench import BenchQuestion, Graded, extract_choice, grade, load_set, metrics, present, sample
+from agent.cli_bench import run_bench
+from agent.settings import Settings
+from agent.state import INSUFFICIENT, Answer, Evidence, Status
+from tests.agent.conftest import make_session
+
+
+def q(**kw: object) -> BenchQuestion:
+    base = {"id": "q1", "question": "Which?", "ideal": "Osimertinib", "distractors": ["Aspirin", "Gefitinib"]}
+    return BenchQuestion(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_load_set_reads_native_and_shared_formats(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rows = [
+        {
+            "id": "a",
+            "question": "Q1?",
+            "ideal": "x",
+            "distractors": "['y', 'z']",
+            "sources": "['https://doi.org/10.1/A']",
+            "key-passage": "kp",
+            "tag": "litqa2",
+        },
+        {
+            "id": "b",
+            "question": "Q2?",
+            "ideal": None,
+            "distractors": ["supported", "refuted"],
+            "sources": ["scifact:1"],
+            "answerable": False,
+        },
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    a, b = load_set(path)
+    assert (
+        a.distractors == ["y", "z"]
+        and a.sources == ["https://doi.org/10.1/A"]
+        and a.answerable
+        and a.key_passage == "kp"
+    )
+    assert not b.answerable and b.tag == "s"
+
+
+def test_presentation_is_shuffled_with_a_fixed_seed_and_includes_insufficient() -> None:
+    options = present(q(), seed=0)
+    assert sorted(options) == sorted(["Osimertinib", "Aspirin", "Gefitinib", INSUFFICIENT])
+    assert present(q(), seed=0) == options
+    orders = {tuple(present(q(id=f"q{i}"), seed=0)) for i in range(30)}
+    assert len(orders) > 5  # the ideal answer is not always in the same place
+    assert sample([q(id=str(i)) for i in range(50)], 5, seed=1) == sample(
+        [q(id=str(i)) for i in range(50)], 5, seed=1
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("B", "B"),
+        ("(C) because", "C"),
+        ("The answer is D.", "D"),
+        ("Answer: a", "A"),
+        ("I think Aspirin is right", "B"),
+        ("no idea", None),
+    ],
+)
+def test_extract_choice(text: str, letter: str | None) -> None:
+    assert extract_choice(text, ["Osimertinib", "Aspirin", "Gefitinib", INSUFFICIENT]) == letter
+
+
+def graded(correct: bool, answered: bool, answerable: bool = True, **kw: object) -> Graded:
+    base = {
+        "id": "x",
+        "tag": "t",
+        "answerable": answerable,
+        "options": [],
+        "choice": "A",
+        "chosen": "x",
+        "correct": correct,
+        "answered": answered,
+        "status": "answered",
+        "seconds": 10.0,
+        "tokens": 100,
+        "llm_calls": 5,
+        "cost_usd": 0.0,
+    }
+    return Graded(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_metrics_on_hand_made_results() -> None:
+    rows = [
+        graded(True, True, gold_rank=1, faithfulness=1.0, seconds=5),
+        graded(False, True, gold_rank=7, faithfulness=0.5, fabricated=1, seconds=20),
+        graded(False, False, seconds=30),
+        graded(True, False, answerable=False, seconds=40),
+    ]
+    m = metrics(rows)
+    assert m["n"] == 4
+    assert m["accuracy"] == 0.5
+    assert m["precision"] == 0.5  # 1 correct of 2 answered
+    assert m["coverage"] == 0.5
+    assert m["abstention_accuracy"] == 1.0
+    assert m["recall_at_k"]["5"] == 0.25
+    assert m["faithfulness"] == 0.75
+    assert m["fabricated_citations"] == 1
+    assert m["median_seconds"] == 25.0
+
+
+def test_grade_abstention_and_gold_rank() -> None:
+    options = ["Aspirin", INSUFFICIENT, "Osimertinib"]
+    ev = Evidence(key="k", chunk_id="c", doc_id="gold", paper_key="P", text="t")
+    right = Answer(question="Which?", status=Status.answered, answer="", choice="C", evidence=[ev])
+    g = grade(q(), options, right, {"gold"})
+    assert g.correct and g.answered and g.gold_rank == 1
+    abstain = Answer(question="Which?", status=Status.insufficient_evidence, answer="", choice="B")
+    assert not grade(q(), options, abstain, set()).answered
+    assert grade(q(answerable=False, ideal=None), options, abstain, set()).correct
+
+
+async def test_bench_runs_withholds_and_resumes(index_dir: Path, settings: Settings, tmp_path: Path) -> None:
+    set_path = tmp_path / "mini.jsonl"
+    session = make_session(index_dir, settings)
+    egfr = next(p for p in session.library.papers if p.key.startswith("Egfr"))
+    rows = [
+        {
+            "id": "1",
+            "question": "Which inhibitor remains active against EGFR T790M tumours?",
+            "ideal": "Osimertinib",
+            "distractors": ["Aspirin", "Gefitinib"],
+            "sources": [egfr.doc_id],
+        },
+        {
+            "id": "2",
+            "question": "What does TP53 encode?",
+            "ideal": "p53",
+            "distractors": ["EGFR"],
+            "sources": [],
+        },
+    ]
+    set_path.write_text("\n".join(json.dumps(r) for r in rows))
+
+    from agent.llm.testing import FunctionLLM, Request
+
+    def pick(req: Request) -> object:
+        content = req.messages[-1].content
+        options = dict(
+            line.split(") ", 1) for line in content.split("Options:\n")[1].splitlines() if ") " in line[:3]
+        )
+        letter = next((k for k, v in options.items() if v == "Osimertinib"), None) or next(
+            k for k, v in options.items() if v.startswith("Insufficient")
+        )
+        keys = [line[1 : line.index("]")] for line in content.splitlines() if line.startswith("[Egfr")]
+        return {"choice": letter, "citations": keys[:1], "quote": ""}
+
+    session = make_session(index_dir, settings, answer=FunctionLLM(pick))
+    out = tmp_path / "out"
+    report = await run_bench([set_path], session, out, limit=None, seed=0, withhold=False, progress=False)
+    m = report["sets"]["mini"]
+    assert m["n"] == 2 and m["accuracy"] == 0.5 and m["precision"] == 1.0 and m["coverage"] == 0.5
+    assert len((out / "questions.jsonl").read_text().splitlines()) == 2
+    again = await run_bench([set_path], session, out, limit=None, seed=0, withhold=False, progress=False)
+    assert again["sets"]["mini"] == m and len((out / "questions.jsonl").read_text().splitlines()) == 2
+
+    held = await run_bench(
+        [set_path], session, tmp_path / "held", limit=None, seed=0, withhold=True, progress=False
+    )
+    first = json.loads((tmp_path / "held" / "questions.jsonl").read_text().splitlines()[0])
+    assert egfr.doc_id not in {e["doc_id"] for e in first["answer"]["evidence"]}
+    assert held["sets"]["mini"]["coverage"] == 0.0 and held["sets"]["mini"]["accuracy"] == 1.0
