@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint typecheck pytest bench-local clean
+DATA ?= ../shared/data
+QUESTION ?= How many papers does the S2ORC corpus contain, and how many have full text?
+
+.PHONY: install demo doctor test lint typecheck pytest bench-local bench-litqa2 clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -15,7 +18,11 @@ $(PY):
 install: $(PY)
 	$(BIN)/pip install -q -e ".[offline,dev]"
 
+# Installs the offline stack, then answers a real question over the demo PDFs, offline.
 demo: install
+	$(BIN)/scholarloop ask "$(QUESTION)" --papers $(DATA)/papers
+
+doctor: install
 	$(BIN)/scholarloop doctor
 
 lint:
@@ -32,6 +39,9 @@ test: lint typecheck pytest
 
 bench-local:
 	$(PY) benchmarks/local_overhead.py
+
+bench-litqa2:
+	$(BIN)/scholarloop -c litqa2 bench $(DATA)/sets/litqa2-train.jsonl --corpus $(DATA)/corpus --limit 20 --seed 0 --out bench-out/litqa2
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -99,7 +99,10 @@ async def _summarise(ctx: ToolContext, question: str, hit: ScoredChunk) -> Evide
     for _attempt in range(2):
         try:
             completion = await llm.complete(
-                messages, role="summary", json_schema=SUMMARY_SCHEMA, max_tokens=200
+                messages,
+                role="summary",
+                json_schema=SUMMARY_SCHEMA,
+                max_tokens=min(200, ctx.settings.llm.max_tokens),
             )
             ctx.state.add_usage(completion.usage)
             data = completion.json()

@@ -24,6 +24,11 @@ from tools.base import ToolContext, tool
 __all__ = ["generate_answer", "insufficient_letter", "offered_evidence", "option_claim"]
 
 
+def cfg_tokens(ctx: ToolContext, cap: int) -> int:
+    """A tool's completion cap, never above the configured ``llm.max_tokens``."""
+    return min(cap, ctx.settings.llm.max_tokens)
+
+
 def offered_evidence(state: RunState, *, min_score: int, k: int) -> list[Evidence]:
     good = [e for e in state.evidence.values() if e.score >= min_score]
     return sorted(good, key=lambda e: (-e.score, -e.retrieval_score))[:k]
@@ -85,7 +90,9 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
         "required": ["claims", "summary", "limitations"],
     }
     messages = answer_messages(state.question, _triples(evidence, cfg.excerpt_chars), feedback)
-    completion = await ctx.llm("answer").complete(messages, role="answer", json_schema=schema, max_tokens=700)
+    completion = await ctx.llm("answer").complete(
+        messages, role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 700)
+    )
     state.add_usage(completion.usage)
     data = completion.json()
     state.claims = [
@@ -116,7 +123,9 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
         "required": ["choice", "citations", "quote"],
     }
     messages = mc_messages(state.question, options, _triples(evidence, cfg.excerpt_chars))
-    completion = await ctx.llm("answer").complete(messages, role="answer", json_schema=schema, max_tokens=200)
+    completion = await ctx.llm("answer").complete(
+        messages, role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 200)
+    )
     state.add_usage(completion.usage)
     data = completion.json()
     letter = str(data.get("choice", "")).strip().upper()[:1]
