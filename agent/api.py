@@ -74,20 +74,36 @@ class Session:
             root = _library_for_papers(Path(papers), settings)
         else:
             root = settings.home / "index"
-            if not (root / "manifest.json").exists():
+            if not (root / "manifest.json").exists() and not settings.online.enabled:
                 raise ConfigError(
-                    "no papers to answer from: pass papers=DIR (a folder of PDFs/text) or index=DIR "
-                    "(built with `scholarloop index build`)"
+                    "no papers to answer from: pass papers=DIR (a folder of PDFs/text), index=DIR "
+                    "(built with `scholarloop index build`), or online=True"
                 )
         from corpus.embeddings import make_embedder
 
-        self.library = Library.open(root)
+        if (root / "manifest.json").exists():
+            self.library = Library.open(root)
+        else:  # online only: papers found online are collected in a new library
+            embedder = make_embedder(settings.embedding.model)
+            self.library = Library.open_or_create(
+                root,
+                embedder=embedder.name,
+                dim=embedder.dim,
+                chunk_chars=settings.chunking.chunk_chars,
+                overlap_chars=settings.chunking.overlap_chars,
+                index_kind=settings.retrieval.index_kind,
+            )
         self.searcher = LocalSearch(
             self.library,
             make_embedder(self.library.manifest.embedder),
             hybrid_weight=settings.retrieval.hybrid_weight,
         )
-        self.llms = llms or resolve_role_llms(settings)
+        self.llms = llms if llms is not None else resolve_role_llms(settings)
+        self.online: Any = None
+        if settings.online.enabled:
+            from tools.online_search import OnlineSearch
+
+            self.online = OnlineSearch(settings, self.searcher)
 
     def policy(self) -> Policy:
         return LLMPolicy(TOOLS) if self.settings.agent.policy == "llm" else PipelinePolicy()
@@ -111,7 +127,7 @@ class Session:
             searcher=self.searcher,
             filters=base,
             on_event=on_event,
-            extra={"base_filters": base},
+            extra={"base_filters": base, "online": self.online},
         )
         return await run_loop(ctx, self.policy())
 

@@ -47,7 +47,7 @@ async def run_bench(
 
     from agent.bench import Graded, grade, load_set, metrics, present, sample
 
-    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - small, once per run
+    out.mkdir(parents=True, exist_ok=True)
     results_path = out / "questions.jsonl"
     done: dict[str, Graded] = {}
     if results_path.exists():

@@ -8,8 +8,6 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agent.errors import ConfigError
-
 __all__ = ["index_group", "search_command"]
 
 
@@ -110,7 +108,10 @@ def info(obj: object, index: Path | None) -> None:
 @click.option("--papers", "papers", is_flag=True, help="Rank papers instead of chunks.")
 @click.option("--year", help="Year range, e.g. 2020-2024.")
 @click.option("--exclude", multiple=True, metavar="DOC_ID", help="Leave these documents out.")
-@click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref (not available yet).")
+@click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref.")
+@click.option(
+    "--fetch", is_flag=True, help="With --online: add new hits to the index (open-access PDF, else abstract)."
+)
 @click.pass_obj
 def search_command(
     obj: object,
@@ -122,15 +123,17 @@ def search_command(
     year: str | None,
     exclude: tuple[str, ...],
     online: bool,
+    fetch: bool,
 ) -> None:
     """Search the local index (hybrid BM25 + dense by default)."""
     from corpus.embeddings import make_embedder
     from corpus.search import Filters, LocalSearch
     from corpus.store import Library
 
-    if online:
-        raise ConfigError("online search is not implemented yet; search the local index without --online")
     settings = obj.settings  # type: ignore[attr-defined]
+    if online:
+        _online_search(obj, query, index, k, year, fetch)
+        return
     lib = Library.open(_index_dir(obj, index))
     searcher = LocalSearch(
         lib, make_embedder(lib.manifest.embedder), hybrid_weight=settings.retrieval.hybrid_weight
@@ -174,3 +177,50 @@ def search_command(
         if "text" in row:
             snippet = " ".join(str(row["text"]).split())[:240]
             click.echo(f"    {snippet}…")
+
+
+def _online_search(
+    obj: object, query: str, index: Path | None, k: int, year: str | None, fetch: bool
+) -> None:
+    """Semantic Scholar + Crossref + the local index, merged; ``--fetch`` adds new hits to the index."""
+    import asyncio
+
+    from agent.api import Session
+
+    settings = obj.settings  # type: ignore[attr-defined]
+    settings = settings.model_copy(update={"online": settings.online.model_copy(update={"enabled": True})})
+    root = _index_dir(obj, index)
+    session = Session(
+        index=root if (root / "manifest.json").exists() else None, settings=settings, llms={}
+    )  # no models are needed to search
+    lo, hi = parse_years(year)
+
+    async def run() -> tuple[object, list[str], list[str]]:
+        outcome = await session.online.search(query, year_min=lo, year_max=hi, limit=k)
+        added: list[str] = []
+        warnings: list[str] = list(outcome.warnings)
+        if fetch:
+            fresh = [h for h in outcome.hits if session.online.known(h) is None][:k]
+            added, more = await session.online.add_to_library(fresh, fetch=True)
+            warnings += more
+        return outcome, added, warnings
+
+    outcome, added, warnings = asyncio.run(run())
+    hits = outcome.hits[:k]  # type: ignore[attr-defined]
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    if obj.as_json:  # type: ignore[attr-defined]
+        click.echo(
+            json.dumps(
+                {"hits": [h.model_dump() for h in hits], "added": added, "warnings": warnings}, indent=2
+            )
+        )
+        return
+    for i, h in enumerate(hits, 1):
+        flags = ",".join(h.sources) + (" OA-PDF" if h.pdf_url else "") + (" RETRACTED" if h.retracted else "")
+        cites = f", {h.citation_count} citations" if h.citation_count is not None else ""
+        click.echo(f"{i:>2}. {h.title[:100]} ({h.year or 'n.d.'}{cites}) [{flags}]")
+        if h.doi:
+            click.echo(f"    https://doi.org/{h.doi}")
+    if fetch:
+        click.echo(f"added {len(added)} paper(s) to {session.library.root}")

@@ -163,6 +163,10 @@ class OnlineSettings(_Section):
     max_results: int = Field(default=20, ge=1, description="Hits per source per query.")
     cache_ttl_s: int = Field(default=7 * 86400, ge=0, description="On-disk HTTP cache lifetime.")
     max_pdf_mb: int = Field(default=50, ge=1, description="Largest PDF that will be downloaded.")
+    fetch: bool = Field(default=True, description="Download open-access PDFs of new hits (else abstracts).")
+    timeout_s: float = Field(default=20.0, gt=0, description="Per-request timeout for online sources.")
+    retries: int = Field(default=3, ge=0, description="Retries on 429, timeouts and 5xx (bounded).")
+    add_k: int = Field(default=5, ge=0, description="New online hits added to the library per search.")
 
 
 class Settings(_Section):

@@ -105,11 +105,19 @@ def build_index(
     embedder: Embedder | None = None,
     batch_docs: int = 64,
     progress: Progress | None = None,
+    library: Library | None = None,
+    paper_overrides: dict[str, dict[str, object]] | None = None,
 ) -> BuildReport:
+    """Index ``sources`` into ``root``.
+
+    ``library`` reuses an open library (its in-memory view is updated as batches commit).
+    ``paper_overrides`` maps a source path to metadata that beats what the reader found (e.g.
+    the title, authors and DOI an online source gave for a downloaded PDF).
+    """
     started = time.perf_counter()
     embedder = embedder or make_embedder(settings.embedding.model)
     chunking = settings.chunking
-    library = Library.open_or_create(
+    library = library or Library.open_or_create(
         root,
         embedder=embedder.name,
         dim=embedder.dim,
@@ -163,6 +171,9 @@ def build_index(
                 continue
             report.warnings.extend(result.warnings)
             paper = result.paper
+            for field, value in (paper_overrides or {}).get(str(path), {}).items():
+                if value not in (None, "", []):
+                    setattr(paper, field, value)
             record = _suffix(path) in {".jsonl", ".jsonl.gz"}
             reason = library.duplicate_of(paper, by_doi=not record)
             if reason is None and not record and paper.doi and paper.doi in seen_dois:

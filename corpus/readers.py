@@ -239,6 +239,7 @@ def _read_jsonl(path: Path) -> Iterator[ReadResult]:
                     authors=[str(a) for a in row.get("authors") or []],
                     year=int(year) if isinstance(year, int | str) and str(year).isdigit() else None,
                     doi=str(row["doi"]).lower().removeprefix("https://doi.org/") if row.get("doi") else None,
+                    venue=str(row["venue"]) if row.get("venue") else None,
                     source=str(row.get("source") or path.name),
                     content_hash=_hash(text),
                     abstract_only=bool(row.get("abstract_only", False)),

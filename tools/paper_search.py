@@ -43,6 +43,26 @@ async def paper_search(ctx: ToolContext, query: str, year_min: int = 0, year_max
     base: Filters = ctx.extra.get("base_filters") or Filters()
     filters = replace(base, year_min=year_min or base.year_min, year_max=year_max or base.year_max)
     k = ctx.settings.retrieval.paper_k
+    notes: list[str] = []
+    online = ctx.extra.get("online")
+    if online is not None and not online.offline:
+        outcome = await online.search(query, year_min=filters.year_min, year_max=filters.year_max)
+        notes += outcome.warnings
+        fresh = [h for h in outcome.hits if online.known(h) is None][: ctx.settings.online.add_k]
+        added, warnings = await online.add_to_library(fresh, fetch=ctx.settings.online.fetch)
+        notes += warnings
+        if added:
+            notes.append(f"added {len(added)} paper(s) from online search to the library")
+        retracted = [h.title[:80] for h in outcome.hits if h.retracted]
+        if retracted:
+            notes.append(f"retracted (not used as evidence): {retracted}")
+            base = replace(
+                base,
+                exclude_doc_ids=set(base.exclude_doc_ids)
+                | {d for h in outcome.hits if h.retracted and (d := online.known(h)) is not None},
+            )
+            ctx.extra["base_filters"] = base
+            filters = replace(filters, exclude_doc_ids=base.exclude_doc_ids)
     found = ctx.searcher.search_papers(query, k, filters=filters)
     candidates: dict[str, float] = ctx.extra.setdefault("candidates", {})
     new = 0
@@ -54,7 +74,11 @@ async def paper_search(ctx: ToolContext, query: str, year_min: int = 0, year_max
     ctx.filters = candidate_filters(ctx)
     ctx.emit("search", query=query, found=len(found), new=new)
     lines = [f"Found {len(found)} paper(s) ({new} new); {len(candidates)} candidate(s) in total."]
+    lines += [f"Note: {n}" for n in notes]
     for doc_id, score in found[:5]:
         p = state.papers[doc_id]
-        lines.append(f"- {p.key}: {(p.title or '(untitled)')[:100]} ({p.year or 'n.d.'}) score {score:.2f}")
+        flag = " [abstract only]" if p.abstract_only else ""
+        lines.append(
+            f"- {p.key}: {(p.title or '(untitled)')[:100]} ({p.year or 'n.d.'}){flag} score {score:.2f}"
+        )
     return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""What the online clients share: the hit model, DOI normalisation, merging, the on-disk HTTP
+cache, per-host limits, bounded retries, and the network-down switch.
+
+When the network is down (DNS or connect failure), :class:`NetworkDown` is raised at once, with
+no retries. ``paper_search`` then warns once and answers from the local library. The user
+sees that in seconds, not after a minute of backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+from agent.errors import ToolError
+
+__all__ = [
+    "DiskCache",
+    "Hit",
+    "NetworkDown",
+    "OnlineError",
+    "RateLimited",
+    "host_limit",
+    "merge_hits",
+    "normalise_doi",
+    "normalise_title",
+    "strip_tags",
+    "with_retries",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class OnlineError(ToolError):
+    """An online source failed in a way retries did not fix (reported, never fatal to a run)."""
+
+
+class NetworkDown(OnlineError):
+    """DNS or connect failure: the network is unreachable, so do not retry."""
+
+
+class RateLimited(OnlineError):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Hit(BaseModel):
+    """One paper found online (or in the local library), ready to be merged and ranked."""
+
+    title: str
+    authors: list[str] = Field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    doi: str | None = None
+    citation_count: int | None = None
+    abstract: str | None = None
+    pdf_url: str | None = None
+    retracted: bool = False
+    sources: list[str] = Field(default_factory=list, description="semantic_scholar, crossref, local")
+    source_ids: dict[str, str] = Field(default_factory=dict)
+    rank_score: float = 0.0
+
+
+def normalise_doi(doi: str | None) -> str | None:
+    if not doi:
+        return None
+    doi = doi.strip().lower()
+    doi = re.sub(r"^(https?://(dx\.)?doi\.org/|doi:)", "", doi)
+    return doi or None
+
+
+def strip_tags(markup: str) -> str:
+    """Plain text from JATS/HTML abstracts (Crossref sends ``<jats:p>``)."""
+    return " ".join(re.sub(r"<[^>]+>", " ", markup).split())
+
+
+def normalise_title(title: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def _key(hit: Hit) -> str:
+    doi = normalise_doi(hit.doi)
+    return f"doi:{doi}" if doi else f"title:{normalise_title(hit.title)}:{hit.year or ''}"
+
+
+def merge_hits(groups: Iterable[list[Hit]]) -> list[Hit]:
+    """De-duplicate by normalised DOI (fallback: title + year), union the facts, rank.
+
+    Rank: found by more sources first, then by position in each source's own ranking (a
+    reciprocal-rank sum), then citations.
+    """
+    merged: dict[str, Hit] = {}
+    for group in groups:
+        for position, hit in enumerate(group):
+            key = _key(hit)
+            rr = 1.0 / (10 + position)
+            if key not in merged:
+                merged[key] = hit.model_copy(update={"doi": normalise_doi(hit.doi), "rank_score": rr})
+                continue
+            m = merged[key]
+            m.rank_score += rr
+            m.sources = list(dict.fromkeys(m.sources + hit.sources))
+            m.source_ids.update(hit.source_ids)
+            m.retracted = m.retracted or hit.retracted
+            for field in ("abstract", "pdf_url", "venue", "year"):
+                if getattr(m, field) in (None, "") and getattr(hit, field):
+                    setattr(m, field, getattr(hit, field))
+            if not m.authors and hit.authors:
+                m.authors = hit.authors
+            if hit.citation_count is not None:
+                m.citation_count = max(m.citation_count or 0, hit.citation_count)
+    return sorted(merged.values(), key=lambda h: (-len(h.sources), -h.rank_score, -(h.citation_count or 0)))
+
+
+def in_years(hit: Hit, year_min: int | None, year_max: int | None) -> bool:
+    if year_min is None and year_max is None:
+        return True
+    if hit.year is None:
+        return False
+    return (year_min is None or hit.year >= year_min) and (year_max is None or hit.year <= year_max)
+
+
+class DiskCache:
+    """JSON responses on disk, keyed by request, with a time-to-live. Writes are atomic."""
+
+    def __init__(self, root: Path, ttl_s: float) -> None:
+        self.root = root
+        self.ttl_s = ttl_s
+
+    def _path(self, key: str) -> Path:
+        return self.root / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+    def get(self, key: str) -> Any | None:
+        if self.ttl_s <= 0:
+            return None
+        path = self._path(key)
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if time.time() - record.get("stored", 0) > self.ttl_s:
+            return None
+        return record.get("value")
+
+    def set(self, key: str, value: Any) -> None:
+        if self.ttl_s <= 0:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self._path(key)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"stored": time.time(), "key": key, "value": value}))
+        os.replace(tmp, path)
+
+
+_HOST_LIMITS: dict[tuple[str, int], asyncio.Semaphore] = {}
+_HOST_LOCK = threading.Lock()
+
+
+def host_limit(host: str, limit: int = 2) -> asyncio.Semaphore:
+    """One semaphore per host per event loop: a polite ceiling on concurrent requests."""
+    key = (host, id(asyncio.get_running_loop()))
+    with _HOST_LOCK:
+        if key not in _HOST_LIMITS:
+            _HOST_LIMITS[key] = asyncio.Semaphore(limit)
+        return _HOST_LIMITS[key]
+
+
+_sleep = asyncio.sleep  # tests record waits instead of sleeping
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    retries: int = 3,
+    base_delay: float = 1.0,
+    max_delay: float = 30.0,
+    transient: Callable[[BaseException], bool],
+) -> T:
+    """Bounded retries: ``Retry-After`` when the server gives one, else jittered backoff.
+
+    ``NetworkDown`` is never retried.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except NetworkDown:
+            raise
+        except RateLimited as exc:
+            if attempt >= retries:
+                raise
+            wait = exc.retry_after if exc.retry_after is not None else base_delay * 2**attempt
+        except Exception as exc:
+            if not transient(exc) or attempt >= retries:
+                raise
+            wait = base_delay * 2**attempt * (0.5 + random.random() / 2)
+        wait = min(max(wait, 0.0), max_delay)
+        log.warning("%s: retry %d in %.1fs", what, attempt + 1, wait)
+        attempt += 1
+        await _sleep(wait)

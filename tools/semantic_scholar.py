@@ -1,0 +1,145 @@
+"""Semantic Scholar through the ``semanticscholar`` package's async client.
+
+The package's own retry (tenacity, up to 10 tries on 429) is switched off so that one bounded
+policy governs every source. Its client raises ``ConnectionRefusedError`` on 429 and does not
+expose the response headers, so 429s here back off exponentially; Crossref honours
+``Retry-After``. An optional ``S2_API_KEY`` comes from the environment and is never logged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+from tools.online import (
+    DiskCache,
+    Hit,
+    NetworkDown,
+    OnlineError,
+    RateLimited,
+    host_limit,
+    normalise_doi,
+    with_retries,
+)
+
+__all__ = ["FIELDS", "SemanticScholarClient", "hit_from_s2"]
+
+FIELDS = [
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "externalIds",
+    "citationCount",
+    "abstract",
+    "openAccessPdf",
+    "isOpenAccess",
+    "publicationTypes",
+    "journal",
+]
+
+
+def hit_from_s2(data: dict[str, Any]) -> Hit:
+    ids = data.get("externalIds") or {}
+    pdf = data.get("openAccessPdf") or {}
+    journal = data.get("journal") or {}
+    return Hit(
+        title=(data.get("title") or "").strip(),
+        authors=[a.get("name", "") for a in data.get("authors") or [] if a.get("name")],
+        year=data.get("year"),
+        venue=data.get("venue") or journal.get("name") or None,
+        doi=normalise_doi(ids.get("DOI")),
+        citation_count=data.get("citationCount"),
+        abstract=data.get("abstract"),
+        pdf_url=pdf.get("url") or None,
+        sources=["semantic_scholar"],
+        source_ids={"semantic_scholar": data.get("paperId", "")},
+    )
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The package wraps its last failure in tenacity's RetryError even with retries off."""
+    last = getattr(exc, "last_attempt", None)
+    inner = last.exception() if last is not None else None
+    return inner if isinstance(inner, BaseException) else exc
+
+
+def _network_down(exc: BaseException) -> bool:
+    return isinstance(
+        exc, httpx.ConnectError | httpx.UnsupportedProtocol
+    ) or "Name or service not known" in str(exc)
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TimeoutException | httpx.RemoteProtocolError) or type(exc).__name__ in {
+        "InternalServerErrorException",
+        "GatewayTimeoutException",
+    }
+
+
+class SemanticScholarClient:
+    def __init__(self, *, timeout: float = 20.0, cache: DiskCache | None = None, retries: int = 3) -> None:
+        from semanticscholar import AsyncSemanticScholar
+
+        self._client = AsyncSemanticScholar(
+            timeout=int(timeout), api_key=os.environ.get("S2_API_KEY"), retry=False
+        )
+        self.cache = cache
+        self.retries = retries
+
+    async def _request(self, what: str, key: str, call: Any) -> Any:
+        if self.cache is not None and (cached := self.cache.get(key)) is not None:
+            return cached
+
+        async def once() -> Any:
+            async with host_limit("api.semanticscholar.org"):
+                try:
+                    return await call()
+                except Exception as raised:
+                    exc = _unwrap(raised)
+                    if isinstance(exc, ConnectionRefusedError):  # the package's 429
+                        raise RateLimited("Semantic Scholar rate limit (429)") from exc
+                    if _network_down(exc):
+                        raise NetworkDown(f"cannot reach Semantic Scholar: {exc}") from exc
+                    if exc is raised:
+                        raise
+                    raise exc from raised
+
+        try:
+            value = await with_retries(once, what=what, retries=self.retries, transient=_transient)
+        except (NetworkDown, RateLimited):
+            raise
+        except Exception as exc:
+            raise OnlineError(f"Semantic Scholar {what} failed: {type(exc).__name__}: {exc}") from exc
+        if self.cache is not None:
+            self.cache.set(key, value)
+        return value
+
+    async def search(
+        self, query: str, *, limit: int = 20, year_min: int | None = None, year_max: int | None = None
+    ) -> list[Hit]:
+        year = None
+        if year_min or year_max:
+            year = f"{year_min or ''}-{year_max or ''}"
+
+        async def call() -> list[dict[str, Any]]:
+            results = await self._client.search_paper(query, year=year, fields=FIELDS, limit=min(limit, 100))
+            return [p.raw_data for p in results.items[:limit]]
+
+        rows = await self._request("search", f"s2:search:{query}:{year}:{limit}", call)
+        return [hit_from_s2(r) for r in rows if r.get("title")]
+
+    async def paper_by_doi(self, doi: str) -> Hit | None:
+        async def call() -> dict[str, Any] | None:
+            from semanticscholar.SemanticScholarException import ObjectNotFoundException
+
+            try:
+                paper = await self._client.get_paper(f"DOI:{doi}", fields=FIELDS)
+            except ObjectNotFoundException:
+                return None
+            return paper.raw_data
+
+        row = await self._request("paper", f"s2:doi:{doi}", call)
+        return hit_from_s2(row) if row else None
