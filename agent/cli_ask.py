@@ -45,8 +45,10 @@ def ask_command(
             args = ", ".join(f"{k}={str(v)[:60]!r}" for k, v in data["arguments"].items())
             err.print(f"[bold cyan]→ {data['tool']}[/bold cyan]({args})  [dim]{data['reason']}[/dim]")
         elif event == "observation":
-            first = data["observation"].splitlines()[0] if data["observation"] else ""
-            err.print(f"  [dim]{first[:150]} ({data['seconds']:.1f}s)[/dim]")
+            lines = data["observation"].splitlines() or [""]
+            err.print(f"  [dim]{lines[0][:150]} ({data['seconds']:.1f}s)[/dim]")
+            for note in (line for line in lines[1:] if line.startswith("Note: ")):
+                err.print(f"  [yellow]{note[6:]}[/yellow]")
 
     answer = asyncio.run(session.ask(question, options=list(options) or None, on_event=on_event))
     if obj.as_json:

@@ -106,7 +106,7 @@ class OnlineSearch:
                 if not self.warned:
                     self.warned = True
                     message = f"online search unavailable ({result}); answering from the local library only"
-                    log.warning(message)
+                    log.info(message)  # the caller shows outcome.warnings once
                     outcome.warnings.append(message)
             elif isinstance(result, BaseException):
                 outcome.warnings.append(f"{name}: {result}")
