@@ -30,7 +30,7 @@ def test_config_prints_resolved_settings_with_overrides() -> None:
     assert code == 0
     data = json.loads(output)
     assert data["preset"] == "fast" and data["retrieval"]["top_k"] == 3
-    assert data["evidence"]["summarize_k"] == 3  # from the preset
+    assert data["evidence"]["summarize_k"] == 2  # from the preset
 
 
 def test_doctor_json_without_generation() -> None:
