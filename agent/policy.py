@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.llm.types import Message
+from agent.llm.types import Message, ToolCall
 from agent.state import RunState
 from tools.base import Tool, ToolContext
 
@@ -165,8 +165,6 @@ class LLMPolicy:
         messages = [Message.system(AGENT_SYSTEM, cache=True), Message.user(f"Question: {state.question}")]
         for i, (action, observation) in enumerate(observations[-8:]):
             call_id = f"step{i}"
-            from agent.llm.types import ToolCall
-
             messages.append(
                 Message.assistant("", [ToolCall(id=call_id, name=action.tool, arguments=action.arguments)])
             )

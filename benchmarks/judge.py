@@ -23,6 +23,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np
+from common import write_report  # benchmarks/common.py: scripts run from this folder
 
 from agent.llm.factory import resolve_llm
 from agent.prompts import judge_messages
@@ -134,11 +135,7 @@ def main() -> None:
             "pairs_per_s": len(data) / cos_s,
         },
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import statistics
 import time
 from pathlib import Path
 
+from common import write_report  # benchmarks/common.py: scripts run from this folder
+
 from agent.settings import load_settings
 from corpus.build import build_index, iter_sources
 from corpus.embeddings import make_embedder
@@ -125,11 +127,7 @@ def main() -> None:
             print(name, method, recall[name][method], flush=True)
     result["recall"] = recall
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    write_report(result, args.out)
 
 
 if __name__ == "__main__":

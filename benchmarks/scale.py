@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import resource
 import statistics
@@ -27,6 +26,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np
+from common import write_report  # benchmarks/common.py: scripts run from this folder
 
 from corpus.index import VectorIndex
 
@@ -155,11 +155,7 @@ def main() -> None:
         report["sizes"][str(n)] = row
         del vectors
         gc.collect()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -61,13 +61,14 @@ def _no_network_no_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record the LLM layer's backoff waits instead of sleeping through them."""
+    """Record backoff waits (LLM layer and online sources) instead of sleeping through them."""
     recorded: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
         recorded.append(seconds)
 
     monkeypatch.setattr("agent.llm.base._sleep", fake_sleep)
+    monkeypatch.setattr("tools.online._sleep", fake_sleep)
     return recorded
 
 

@@ -20,10 +20,9 @@ from tools.online import (
     NetworkDown,
     OnlineError,
     RateLimited,
-    host_limit,
+    cached_request,
     normalise_doi,
     strip_tags,
-    with_retries,
 )
 
 __all__ = ["CrossrefClient", "hit_from_crossref"]
@@ -81,6 +80,26 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _classify(exc: BaseException) -> OnlineError | None:
+    cause = _unwrap(exc)
+    if isinstance(cause, httpx.ConnectError):
+        return NetworkDown(f"cannot reach Crossref: {cause}")
+    if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code == 429:
+        retry_after = cause.response.headers.get("retry-after")
+        seconds = float(retry_after) if retry_after and retry_after.isdigit() else None
+        return RateLimited("Crossref rate limit (429)", seconds)
+    if type(exc).__name__ == "RequestError" and " 429" in f" {exc}":
+        return RateLimited("Crossref rate limit (429)")
+    return None
+
+
+def _transient(exc: BaseException) -> bool:
+    cause = _unwrap(exc)
+    if isinstance(cause, httpx.TimeoutException):
+        return True
+    return isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code >= 500
+
+
 class CrossrefClient:
     def __init__(self, *, timeout: float = 20.0, cache: DiskCache | None = None, retries: int = 3) -> None:
         from habanero import Crossref
@@ -90,41 +109,17 @@ class CrossrefClient:
         self.retries = retries
 
     async def _request(self, what: str, key: str, fn: Any) -> Any:
-        if self.cache is not None and (cached := self.cache.get(key)) is not None:
-            return cached
-
-        async def once() -> Any:
-            async with host_limit("api.crossref.org"):
-                try:
-                    return await asyncio.to_thread(fn)
-                except Exception as exc:
-                    cause = _unwrap(exc)
-                    if isinstance(cause, httpx.ConnectError):
-                        raise NetworkDown(f"cannot reach Crossref: {cause}") from exc
-                    if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code == 429:
-                        retry_after = cause.response.headers.get("retry-after")
-                        seconds = float(retry_after) if retry_after and retry_after.isdigit() else None
-                        raise RateLimited("Crossref rate limit (429)", seconds) from exc
-                    if type(exc).__name__ == "RequestError" and " 429" in f" {exc}":
-                        raise RateLimited("Crossref rate limit (429)") from exc
-                    raise
-
-        def transient(exc: BaseException) -> bool:
-            cause = _unwrap(exc)
-            if isinstance(cause, httpx.TimeoutException):
-                return True
-            return isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code >= 500
-
-        try:
-            value = await with_retries(once, what=what, retries=self.retries, transient=transient)
-        except (NetworkDown, RateLimited):
-            raise
-        except Exception as exc:
-            cause = _unwrap(exc)
-            raise OnlineError(f"Crossref {what} failed: {type(cause).__name__}: {cause}") from exc
-        if self.cache is not None:
-            self.cache.set(key, value)
-        return value
+        return await cached_request(
+            self.cache,
+            key,
+            lambda: asyncio.to_thread(fn),
+            source="Crossref",
+            what=what,
+            host="api.crossref.org",
+            classify=_classify,
+            transient=_transient,
+            retries=self.retries,
+        )
 
     async def search(
         self, query: str, *, limit: int = 20, year_min: int | None = None, year_max: int | None = None

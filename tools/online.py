@@ -31,6 +31,7 @@ __all__ = [
     "NetworkDown",
     "OnlineError",
     "RateLimited",
+    "cached_request",
     "host_limit",
     "merge_hits",
     "normalise_doi",
@@ -212,3 +213,45 @@ async def with_retries(
         log.warning("%s: retry %d in %.1fs", what, attempt + 1, wait)
         attempt += 1
         await _sleep(wait)
+
+
+async def cached_request(
+    cache: DiskCache | None,
+    key: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    source: str,
+    what: str,
+    host: str,
+    classify: Callable[[BaseException], OnlineError | None],
+    transient: Callable[[BaseException], bool],
+    retries: int,
+) -> T:
+    """One request to an online source: the cache, the host limit, bounded retries, clear errors.
+
+    ``classify`` turns a client's own exceptions into :class:`NetworkDown` or
+    :class:`RateLimited` (or None to keep the original). Anything left after the retries is an
+    :class:`OnlineError` naming the source.
+    """
+    if cache is not None and (cached := cache.get(key)) is not None:
+        return cached
+
+    async def once() -> T:
+        async with host_limit(host):
+            try:
+                return await call()
+            except Exception as exc:
+                mapped = classify(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
+
+    try:
+        value = await with_retries(once, what=f"{source} {what}", retries=retries, transient=transient)
+    except (NetworkDown, RateLimited):
+        raise
+    except Exception as exc:
+        raise OnlineError(f"{source} {what} failed: {type(exc).__name__}: {exc}") from exc
+    if cache is not None:
+        cache.set(key, value)
+    return value

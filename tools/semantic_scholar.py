@@ -19,9 +19,8 @@ from tools.online import (
     NetworkDown,
     OnlineError,
     RateLimited,
-    host_limit,
+    cached_request,
     normalise_doi,
-    with_retries,
 )
 
 __all__ = ["FIELDS", "SemanticScholarClient", "hit_from_s2"]
@@ -79,6 +78,15 @@ def _transient(exc: BaseException) -> bool:
     }
 
 
+def _classify(raised: BaseException) -> OnlineError | None:
+    exc = _unwrap(raised)
+    if isinstance(exc, ConnectionRefusedError):  # the package's 429
+        return RateLimited("Semantic Scholar rate limit (429)")
+    if _network_down(exc):
+        return NetworkDown(f"cannot reach Semantic Scholar: {exc}")
+    return None
+
+
 class SemanticScholarClient:
     def __init__(self, *, timeout: float = 20.0, cache: DiskCache | None = None, retries: int = 3) -> None:
         from semanticscholar import AsyncSemanticScholar
@@ -90,32 +98,17 @@ class SemanticScholarClient:
         self.retries = retries
 
     async def _request(self, what: str, key: str, call: Any) -> Any:
-        if self.cache is not None and (cached := self.cache.get(key)) is not None:
-            return cached
-
-        async def once() -> Any:
-            async with host_limit("api.semanticscholar.org"):
-                try:
-                    return await call()
-                except Exception as raised:
-                    exc = _unwrap(raised)
-                    if isinstance(exc, ConnectionRefusedError):  # the package's 429
-                        raise RateLimited("Semantic Scholar rate limit (429)") from exc
-                    if _network_down(exc):
-                        raise NetworkDown(f"cannot reach Semantic Scholar: {exc}") from exc
-                    if exc is raised:
-                        raise
-                    raise exc from raised
-
-        try:
-            value = await with_retries(once, what=what, retries=self.retries, transient=_transient)
-        except (NetworkDown, RateLimited):
-            raise
-        except Exception as exc:
-            raise OnlineError(f"Semantic Scholar {what} failed: {type(exc).__name__}: {exc}") from exc
-        if self.cache is not None:
-            self.cache.set(key, value)
-        return value
+        return await cached_request(
+            self.cache,
+            key,
+            call,
+            source="Semantic Scholar",
+            what=what,
+            host="api.semanticscholar.org",
+            classify=_classify,
+            transient=lambda e: _transient(_unwrap(e)),
+            retries=self.retries,
+        )
 
     async def search(
         self, query: str, *, limit: int = 20, year_min: int | None = None, year_max: int | None = None

@@ -32,17 +32,6 @@ def replay(name: str, **changes: Any) -> httpx.Response:
     return httpx.Response(rec["status"], json=body, headers=headers)
 
 
-@pytest.fixture
-def online_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    waits: list[float] = []
-
-    async def fake(seconds: float) -> None:
-        waits.append(seconds)
-
-    monkeypatch.setattr("tools.online._sleep", fake)
-    return waits
-
-
 def pdf_bytes() -> bytes:
     from tests.corpus.pdfs import make_pdf
 

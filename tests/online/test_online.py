@@ -122,26 +122,26 @@ async def test_404_by_doi_is_none() -> None:
 
 
 @respx.mock
-async def test_429_then_success(online_sleeps: list[float]) -> None:
+async def test_429_then_success(sleeps: list[float]) -> None:
     respx.get(url__startswith=f"{S2}/paper/search").mock(
         side_effect=[replay("s2_error_429"), replay("s2_paper_search_relevance")]
     )
     hits = await SemanticScholarClient(retries=2).search("turing", limit=5)
-    assert len(hits) == 5 and len(online_sleeps) == 1
+    assert len(hits) == 5 and len(sleeps) == 1
     limited = httpx.Response(
         429, text="slow down", headers={"retry-after": "7", "content-type": "text/plain"}
     )
     respx.get(url__startswith=CR).mock(side_effect=[limited, replay("crossref_works_query")])
     hits = await CrossrefClient(retries=2).search("ecology", limit=2)
-    assert hits and online_sleeps[-1] == 7.0  # Crossref's Retry-After honoured
+    assert hits and sleeps[-1] == 7.0  # Crossref's Retry-After honoured
 
 
 @respx.mock
-async def test_timeouts_are_retried_then_reported(online_sleeps: list[float]) -> None:
+async def test_timeouts_are_retried_then_reported(sleeps: list[float]) -> None:
     route = respx.get(url__startswith=f"{S2}/paper/search").mock(side_effect=httpx.ReadTimeout("slow"))
     with pytest.raises(OnlineError, match="ReadTimeout"):
         await SemanticScholarClient(retries=2).search("turing")
-    assert route.call_count == 3 and len(online_sleeps) == 2
+    assert route.call_count == 3 and len(sleeps) == 2
 
 
 @respx.mock
@@ -157,7 +157,7 @@ async def test_malformed_json_is_an_error_not_a_crash(searcher: LocalSearch, set
 
 @respx.mock
 async def test_connection_refused_falls_back_to_local_at_once(
-    searcher: LocalSearch, settings: Settings, online_sleeps: list[float]
+    searcher: LocalSearch, settings: Settings, sleeps: list[float]
 ) -> None:
     s2 = respx.get(url__startswith=f"{S2}/paper/search").mock(side_effect=httpx.ConnectError("refused"))
     cr = respx.get(url__startswith=CR).mock(side_effect=httpx.ConnectError("refused"))
@@ -165,7 +165,7 @@ async def test_connection_refused_falls_back_to_local_at_once(
     outcome = await online.search("turing machines")
     assert outcome.offline and len(outcome.warnings) == 1 and "local library only" in outcome.warnings[0]
     assert [h.sources for h in outcome.hits] == [["local"]]
-    assert s2.call_count == 1 and cr.call_count == 1 and online_sleeps == []  # no retry storm
+    assert s2.call_count == 1 and cr.call_count == 1 and sleeps == []  # no retry storm
     again = await online.search("turing")
     assert again.warnings == [] and s2.call_count == 1  # one warning; later searches stay local
 

@@ -31,16 +31,22 @@ INJECTION = (
 )
 
 
-@pytest.fixture
-def library(tmp_path: Path) -> Library:
+def build_three_sources(tmp_path: Path) -> Path:
+    """EGFR/TKI, TP53 and an injection attempt, indexed with the hashing embedder; returns the index."""
     d = tmp_path / "papers"
     d.mkdir()
     (d / "egfr.md").write_text(EGFR)
     (d / "tp53.md").write_text(TP53)
     (d / "inject.md").write_text(INJECTION)
-    settings = load_settings(environ={}, embedding__model="hash", chunking__chunk_chars=2000)
-    build_index([d], tmp_path / "idx", settings)
-    return Library.open(tmp_path / "idx")
+    build_index(
+        [d], tmp_path / "idx", load_settings(environ={}, embedding__model="hash", chunking__chunk_chars=2000)
+    )
+    return tmp_path / "idx"
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Library:
+    return Library.open(build_three_sources(tmp_path))
 
 
 @pytest.fixture
