@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -188,7 +187,3 @@ class LLMPolicy:
         if action.tool == "paper_search":
             rules.requeries += 1 if state.queries_tried else 0
         return action
-
-
-def describe(action: Action) -> str:
-    return f"{action.tool}({json.dumps(action.arguments)[:200]})"

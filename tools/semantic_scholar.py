@@ -111,18 +111,47 @@ class SemanticScholarClient:
         )
 
     async def search(
-        self, query: str, *, limit: int = 20, year_min: int | None = None, year_max: int | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        year_min: int | None = None,
+        year_max: int | None = None,
+        bulk: bool = False,
     ) -> list[Hit]:
+        """Relevance search, or ``bulk=True`` for the bulk endpoint (unranked, up to 1,000 a page)."""
         year = None
         if year_min or year_max:
             year = f"{year_min or ''}-{year_max or ''}"
 
         async def call() -> list[dict[str, Any]]:
-            results = await self._client.search_paper(query, year=year, fields=FIELDS, limit=min(limit, 100))
+            results = await self._client.search_paper(
+                query, year=year, fields=FIELDS, limit=min(limit, 100), bulk=bulk
+            )
             return [p.raw_data for p in results.items[:limit]]
 
-        rows = await self._request("search", f"s2:search:{query}:{year}:{limit}", call)
+        rows = await self._request("search", f"s2:search:{query}:{year}:{limit}:{bulk}", call)
         return [hit_from_s2(r) for r in rows if r.get("title")]
+
+    async def papers(self, ids: list[str]) -> list[Hit | None]:
+        """Batch lookup (S2 ids, ``DOI:…``, ``CorpusId:…``); None where an id was not found."""
+
+        async def call() -> list[dict[str, Any] | None]:
+            found, missing = await self._client.get_papers(ids[:500], fields=FIELDS, return_not_found=True)
+            by_id: dict[str, dict[str, Any]] = {}
+            for paper in found:
+                raw = paper.raw_data
+                for key in [raw.get("paperId"), *(raw.get("externalIds") or {}).values()]:
+                    if key is not None:
+                        by_id[str(key).lower()] = raw
+            out: list[dict[str, Any] | None] = []
+            for i in ids:
+                plain = i.split(":", 1)[1] if ":" in i and not i.lower().startswith("10.") else i
+                out.append(None if i in missing else by_id.get(plain.lower()))
+            return out
+
+        rows = await self._request("batch", f"s2:batch:{','.join(ids)}", call)
+        return [hit_from_s2(r) if r else None for r in rows]
 
     async def paper_by_doi(self, doi: str) -> Hit | None:
         async def call() -> dict[str, Any] | None:

@@ -289,3 +289,34 @@ def test_cli_search_online_json(searcher: LocalSearch, tmp_path: Path) -> None:
     data = json.loads(result.output[result.output.index("{") :])
     assert data["hits"] and all(2012 <= h["year"] <= 2014 for h in data["hits"])
     assert any("local library only" in w for w in data["warnings"])
+
+
+@respx.mock
+async def test_bulk_search_and_batch_lookup() -> None:
+    respx.get(url__startswith=f"{S2}/paper/search/bulk").mock(return_value=replay("s2_paper_search_bulk"))
+    hits = await SemanticScholarClient().search("kubernetes", limit=10, bulk=True)
+    assert len(hits) == 10 and all(h.title for h in hits)
+    respx.post(url__startswith=f"{S2}/paper/batch").mock(return_value=replay("s2_paper_batch"))
+    ids = [
+        "CorpusId:211530585",
+        "CorpusId:470667",
+        "10.2139/ssrn.2250500",
+        "0f40b1f08821e22e859c6050916cec3667778613",
+    ]
+    found = await SemanticScholarClient().papers(ids)
+    assert len(found) == 4 and found[0] is None  # the recording has null for an id it did not find
+    assert sum(h is not None for h in found) >= 2
+
+
+@respx.mock
+async def test_disk_cache_serves_repeats_until_the_ttl(tmp_path: Path) -> None:
+    from tools.online import DiskCache
+
+    route = respx.get(url__startswith=CR).mock(return_value=replay("crossref_works_query"))
+    client = CrossrefClient(cache=DiskCache(tmp_path / "cache", ttl_s=3600))
+    first = await client.search("ecology", limit=2)
+    second = await client.search("ecology", limit=2)
+    assert first == second and route.call_count == 1
+    expired = CrossrefClient(cache=DiskCache(tmp_path / "cache", ttl_s=0))
+    await expired.search("ecology", limit=2)
+    assert route.call_count == 2
