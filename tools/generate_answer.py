@@ -51,7 +51,8 @@ def insufficient_letter(options: list[str]) -> str | None:
 
 def option_claim(question: str, option: str) -> str:
     """The claim a chosen option makes, in words the judge can check against a passage."""
-    return f"The answer to the question '{question}' is: {option}"
+    # measured on the local judge: this plain Q/A form separates right from wrong options best
+    return f"Question: {question}\nAnswer: {option}"
 
 
 def _set_insufficient(state: RunState, reason: str) -> None:

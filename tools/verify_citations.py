@@ -9,8 +9,9 @@ Verdicts (see :class:`agent.state.Verdict`):
    has no citation at all. The right key is suggested and the citation repaired.
 
 The cheap check runs first: when the claim's quote is verbatim in the cited passage and the
-claim says little beyond the quote, it is accepted without a model call. Every other pair goes
-to the judge (``score_yes``: next-token P(Yes) on the local model, a constrained Yes/No on APIs).
+claim says little beyond the quote, it is accepted without a model call. When the quote is
+verbatim but the claim goes beyond it, the judge weighs the claim against that quote; without a
+verified quote, against the whole passage. The judge is (``score_yes``: next-token P(Yes) on the local model, a constrained Yes/No on APIs).
 Repair fixes keys where it can and drops the claims it cannot save. The drafted answer can
 therefore never reach the user with a citation to something that was not retrieved. The report
 tells the loop whether to regenerate or to search again.
@@ -79,7 +80,10 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
         if quoted and _overlap(claim.text, claim.quote) >= 0.8:
             checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=1.0, method="quote"))
             continue
-        p = await _p_support(ctx, claim.text, evidence)
+        # A quote verified verbatim in the passage is the sentence the claim rests on: judging the
+        # claim against it (not the whole chunk) is sharper for a small judge, and faster.
+        context = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
+        p = await _p_support(ctx, claim.text, context)
         method = "judge+quote" if quoted else "judge"
         if p >= threshold:
             checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=p, method=method))
@@ -87,7 +91,7 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
         verdict = Verdict.unsupported
         if (
             ctx.settings.answer.verify_contradictions
-            and await _p_contradict(ctx, claim.text, evidence) >= threshold
+            and await _p_contradict(ctx, claim.text, context) >= threshold
         ):
             verdict = Verdict.contradicted
         checks.append(CitationCheck(key=key, verdict=verdict, p_support=p, method=method))
