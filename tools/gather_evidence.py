@@ -23,9 +23,10 @@ __all__ = ["SUMMARY_SCHEMA", "evidence_gate", "gather_evidence", "normalise", "q
 SUMMARY_SCHEMA = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string"},
+        # length caps keep a small model from running out of tokens mid-JSON (seen on LitQA2)
+        "summary": {"type": "string", "maxLength": 400},
         "score": {"type": "integer", "minimum": 0, "maximum": 10},
-        "quote": {"type": "string"},
+        "quote": {"type": "string", "maxLength": 300},
     },
     "required": ["summary", "score", "quote"],
 }

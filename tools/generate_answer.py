@@ -80,7 +80,7 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
                             "items": {"type": "string", "enum": keys},
                             "minItems": 1,
                         },
-                        "quote": {"type": "string"},
+                        "quote": {"type": "string", "maxLength": 300},
                     },
                     "required": ["text", "citations", "quote"],
                 },
@@ -119,13 +119,14 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
         "properties": {
             "choice": {"type": "string", "enum": [letter for letter, _ in options]},
             "citations": {"type": "array", "items": {"type": "string", "enum": [e.key for e in evidence]}},
-            "quote": {"type": "string"},
+            # capped: an unbounded quote ran past the token limit mid-JSON on 2 of 20 LitQA2 questions
+            "quote": {"type": "string", "maxLength": 300},
         },
         "required": ["choice", "citations", "quote"],
     }
     messages = mc_messages(state.question, options, _triples(evidence, cfg.excerpt_chars))
     completion = await ctx.llm("answer").complete(
-        messages, role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 200)
+        messages, role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 300)
     )
     state.add_usage(completion.usage)
     data = completion.json()

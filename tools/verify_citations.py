@@ -11,7 +11,8 @@ Verdicts (see :class:`agent.state.Verdict`):
 The cheap check runs first: when the claim's quote is verbatim in the cited passage and the
 claim says little beyond the quote, it is accepted without a model call. When the quote is
 verbatim but the claim goes beyond it, the judge weighs the claim against that quote; without a
-verified quote, against the whole passage. The judge is (``score_yes``: next-token P(Yes) on the local model, a constrained Yes/No on APIs).
+verified quote, against the whole passage. The judge is ``score_yes``: next-token P(Yes) on
+the local model, a constrained Yes/No on APIs.
 Repair fixes keys where it can and drops the claims it cannot save. The drafted answer can
 therefore never reach the user with a citation to something that was not retrieved. The report
 tells the loop whether to regenerate or to search again.
