@@ -110,13 +110,16 @@ JUDGE_SYSTEM = (
 )
 
 
-def judge_messages(claim: str, passage: str) -> list[Message]:
+def _yes_no(system: str, claim: str, passage: str, question: str) -> list[Message]:
+    """A claim checked against a fenced passage; the system prompt comes first so it is cached."""
     return [
-        Message.system(JUDGE_SYSTEM, cache=True),
-        Message.user(
-            f"{fence(passage, 3000)}\n\nClaim: {claim}\n\nDoes the passage support the claim? Yes or No."
-        ),
+        Message.system(system, cache=True),
+        Message.user(f"{fence(passage, 3000)}\n\nClaim: {claim}\n\n{question} Yes or No."),
     ]
+
+
+def judge_messages(claim: str, passage: str) -> list[Message]:
+    return _yes_no(JUDGE_SYSTEM, claim, passage, "Does the passage support the claim?")
 
 
 CONTRADICTION_SYSTEM = (
@@ -127,9 +130,4 @@ CONTRADICTION_SYSTEM = (
 
 
 def contradiction_messages(claim: str, passage: str) -> list[Message]:
-    return [
-        Message.system(CONTRADICTION_SYSTEM, cache=True),
-        Message.user(
-            f"{fence(passage, 3000)}\n\nClaim: {claim}\n\nDoes the passage contradict the claim? Yes or No."
-        ),
-    ]
+    return _yes_no(CONTRADICTION_SYSTEM, claim, passage, "Does the passage contradict the claim?")

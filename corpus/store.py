@@ -79,7 +79,7 @@ class Library:
         self._index: VectorIndex | None = None
         self._by_id: dict[str, Paper] = {}
         self._hashes: set[str] = set()
-        self._dois: set[str] = set()
+        self._by_doi: dict[str, str] = {}
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -168,12 +168,16 @@ class Library:
         if paper.content_hash:
             self._hashes.add(paper.content_hash)
         if paper.doi:
-            self._dois.add(paper.doi.lower())
+            self._by_doi.setdefault(paper.doi.lower(), paper.doc_id)
 
     # ---- queries -------------------------------------------------------------------------
 
     def paper(self, doc_id: str) -> Paper:
         return self._by_id[doc_id]
+
+    def doc_for_doi(self, doi: str) -> str | None:
+        """The doc id of the first paper with this DOI (case-insensitive), if any."""
+        return self._by_doi.get(doi.lower())
 
     @property
     def keys(self) -> set[str]:
@@ -188,7 +192,7 @@ class Library:
             return f"already indexed (doc_id {paper.doc_id})"
         if paper.content_hash and paper.content_hash in self._hashes:
             return "duplicate content (same text already indexed)"
-        if by_doi and paper.doi and paper.doi.lower() in self._dois:
+        if by_doi and paper.doi and paper.doi.lower() in self._by_doi:
             return f"duplicate DOI {paper.doi}"
         return None
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.settings import Settings
-from corpus.build import build_index
+from corpus.build import BuildReport, build_index
 from corpus.search import Filters, LocalSearch
 from corpus.store import Library
 from tools.crossref import CrossrefClient
@@ -121,11 +121,23 @@ class OnlineSearch:
         if "local" in hit.source_ids:
             return hit.source_ids["local"]
         doi = normalise_doi(hit.doi)
-        if doi:
-            for p in self.library.papers:
-                if p.doi and p.doi.lower() == doi:
-                    return p.doc_id
-        return None
+        return self.library.doc_for_doi(doi) if doi else None
+
+    async def _ingest(
+        self, path: Path, overrides: dict[str, dict[str, object]] | None
+    ) -> tuple[BuildReport, list[str]]:
+        """Index one file into the open library (off the loop); returns the report and new doc ids."""
+        before = len(self.library.papers)
+        report = await asyncio.to_thread(
+            build_index,
+            [path],
+            self.library.root,
+            self.settings,
+            library=self.library,
+            embedder=self.searcher.embedder,
+            paper_overrides=overrides,
+        )
+        return report, [p.doc_id for p in self.library.papers[before:]]
 
     async def add_to_library(self, hits: list[Hit], *, fetch: bool) -> tuple[list[str], list[str]]:
         """Add new hits (PDF when possible, else abstract); returns (doc ids, warnings)."""
@@ -151,18 +163,9 @@ class OnlineSearch:
                         max_bytes=self.settings.online.max_pdf_mb * 1024 * 1024,
                         timeout_s=self.settings.online.timeout_s,
                     )
-                    before = len(self.library.papers)
-                    report = await asyncio.to_thread(
-                        build_index,
-                        [path],
-                        self.library.root,
-                        self.settings,
-                        library=self.library,
-                        embedder=self.searcher.embedder,
-                        paper_overrides={str(path): meta},
-                    )
+                    report, new_ids = await self._ingest(path, {str(path): meta})
                     if report.indexed:
-                        added += [p.doc_id for p in self.library.papers[before:]]
+                        added += new_ids
                         continue
                     warnings.append(
                         f"{hit.pdf_url}: " + "; ".join(i.reason for i in report.failed + report.skipped)
@@ -188,14 +191,5 @@ class OnlineSearch:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "online-abstracts.jsonl"
                 path.write_text("".join(json.dumps(r) + "\n" for r in records))
-                before = len(self.library.papers)
-                await asyncio.to_thread(
-                    build_index,
-                    [path],
-                    self.library.root,
-                    self.settings,
-                    library=self.library,
-                    embedder=self.searcher.embedder,
-                )
-                added += [p.doc_id for p in self.library.papers[before:]]
+                added += (await self._ingest(path, None))[1]
         return added, warnings

@@ -5,24 +5,14 @@ import pytest
 from agent.api import Session
 from agent.llm.testing import FunctionLLM, Request
 from agent.settings import Settings, load_settings
-from tests.tools.conftest import EGFR, INJECTION, TP53, keyword_judge, keyword_summary
+from tests.tools.conftest import EGFR, INJECTION, TP53, build_three_sources, keyword_judge, keyword_summary
 
 __all__ = ["EGFR", "INJECTION", "TP53", "keyword_judge", "keyword_summary"]
 
 
 @pytest.fixture
 def index_dir(tmp_path: Path) -> Path:
-    from corpus.build import build_index
-
-    d = tmp_path / "papers"
-    d.mkdir()
-    (d / "egfr.md").write_text(EGFR)
-    (d / "tp53.md").write_text(TP53)
-    (d / "inject.md").write_text(INJECTION)
-    build_index(
-        [d], tmp_path / "idx", load_settings(environ={}, embedding__model="hash", chunking__chunk_chars=2000)
-    )
-    return tmp_path / "idx"
+    return build_three_sources(tmp_path)
 
 
 @pytest.fixture
