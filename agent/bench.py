@@ -26,6 +26,7 @@ from agent.state import INSUFFICIENT, Answer
 __all__ = [
     "BenchQuestion",
     "Graded",
+    "as_list",
     "extract_choice",
     "grade",
     "load_set",
@@ -46,7 +47,8 @@ class BenchQuestion(BaseModel):
     key_passage: str | None = None
 
 
-def _as_list(value: Any) -> list[str]:
+def as_list(value: Any) -> list[str]:
+    """A list field that may arrive as a list or as its string repr (the shared LitQA2 file)."""
     if isinstance(value, str):
         try:
             value = ast.literal_eval(value)
@@ -67,8 +69,8 @@ def load_set(path: Path) -> list[BenchQuestion]:
                 id=str(row.get("id") or hashlib.sha256(row["question"].encode()).hexdigest()[:12]),
                 question=row["question"],
                 ideal=row.get("ideal"),
-                distractors=_as_list(row.get("distractors", [])),
-                sources=_as_list(row.get("sources", [])),
+                distractors=as_list(row.get("distractors", [])),
+                sources=as_list(row.get("sources", [])),
                 answerable=row.get("answerable", True) is not False and row.get("ideal") is not None,
                 tag=row.get("tag") or path.stem,
                 key_passage=row.get("key-passage"),

@@ -12,7 +12,6 @@ and SciFact = the ``sources`` doc ids (SciFact: answerable claims only, the clai
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import resource
 import statistics
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
+from agent.bench import as_list
 from agent.settings import load_settings
 from corpus.build import build_index, iter_sources
 from corpus.embeddings import make_embedder
@@ -29,15 +29,6 @@ from corpus.store import Library
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETS = {"litqa2": "litqa2-train.jsonl", "pubmedqa": "pubmedqa-dev.jsonl", "scifact": "scifact-train.jsonl"}
-
-
-def _as_list(value: object) -> list[str]:
-    if isinstance(value, str):
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return [value]
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def load_questions(name: str, lib: Library, limit: int | None) -> list[tuple[str, set[str]]]:
@@ -54,7 +45,7 @@ def load_questions(name: str, lib: Library, limit: int | None) -> list[tuple[str
         query = row["question"]
         if name == "scifact":
             query = query.split("Claim:", 1)[-1].strip()
-        sources = _as_list(row.get("sources"))
+        sources = as_list(row.get("sources"))
         if name == "litqa2":
             gold = set().union(
                 *(by_doi.get(s.lower().removeprefix("https://doi.org/"), set()) for s in sources)
