@@ -16,7 +16,7 @@ $(PY):
 
 # llama-cpp-python compiles from source the first time (~9 min on 2 cores); pip caches the wheel.
 install: $(PY)
-	$(BIN)/pip install -q -e ".[offline,dev]"
+	$(BIN)/pip install -q -e ".[offline,bench,dev]"
 
 # Installs the offline stack, then answers a real question over the demo PDFs, offline.
 demo: install

@@ -109,8 +109,13 @@ def extract_choice(text: str, options: Sequence[str]) -> str | None:
 
 
 class Graded(BaseModel):
+    """One graded question of one run (system x set x repeat): a line of ``questions.jsonl``."""
+
     id: str
     tag: str
+    system: str = "scholarloop"
+    set_name: str = ""
+    repeat: int = 0
     answerable: bool
     options: list[str]
     choice: str | None
@@ -125,7 +130,13 @@ class Graded(BaseModel):
     gold_rank: int | None = None
     faithfulness: float | None = None
     fabricated: int = 0
+    ragas: dict[str, float | None] | None = None
     answer: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        """Resume key: the same question in another system, set or repeat is another row."""
+        return f"{self.system}:{self.set_name}:{self.id}:{self.repeat}"
 
 
 def grade(q: BenchQuestion, options: list[str], answer: Answer, gold_docs: set[str]) -> Graded:
@@ -181,4 +192,18 @@ def metrics(rows: Sequence[Graded], k: int = 5) -> dict[str, Any]:
         "median_tokens": statistics.median(r.tokens for r in rows),
         "median_llm_calls": statistics.median(r.llm_calls for r in rows),
         "total_cost_usd": sum(r.cost_usd for r in rows),
+        **_ragas_means(rows),
     }
+
+
+def _ragas_means(rows: Sequence[Graded]) -> dict[str, Any]:
+    """Mean of each RAGAS metric over the questions that have it (free-text runs only)."""
+    scored = [r.ragas for r in rows if r.ragas]
+    if not scored:
+        return {}
+    names = sorted({k for s in scored for k in s})
+    means: dict[str, float | None] = {}
+    for name in names:
+        values = [v for s in scored if (v := s.get(name)) is not None]
+        means[name] = statistics.mean(values) if values else None
+    return {"ragas": means}

@@ -137,6 +137,13 @@ class AnswerSettings(_Section):
     verify_contradictions: bool = Field(
         default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
     )
+    mc_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Judge P(support) a multiple-choice pick needs; None uses evidence.judge_threshold. "
+        "A pick among given options is not a free claim, so it is calibrated on its own.",
+    )
 
 
 class AgentSettings(_Section):

@@ -174,7 +174,10 @@ async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
         return state.summary
     top = scored[0]
     runner_up = scored[1][0] if len(scored) > 1 else 0.0
-    if top[0] < cfg.evidence.judge_threshold or top[0] - runner_up < cfg.answer.mc_margin:
+    threshold = (
+        cfg.answer.mc_threshold if cfg.answer.mc_threshold is not None else cfg.evidence.judge_threshold
+    )
+    if top[0] < threshold or top[0] - runner_up < cfg.answer.mc_margin:
         _set_insufficient(
             state, f"no option is clearly supported (best P={top[0]:.2f}, runner-up {runner_up:.2f})"
         )

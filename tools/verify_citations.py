@@ -50,6 +50,12 @@ async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> flo
     return score.p_yes
 
 
+def support_threshold(ctx: ToolContext) -> float:
+    """The judge's bar: multiple-choice picks may have their own (``answer.mc_threshold``)."""
+    mc = ctx.settings.answer.mc_threshold
+    return mc if ctx.state.options and mc is not None else ctx.settings.evidence.judge_threshold
+
+
 async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> tuple[str, float] | None:
     """Another gathered passage that supports the claim: the quote's home first, then the judge."""
     others = [e for e in ctx.state.evidence.values() if e.key not in exclude]
@@ -57,20 +63,20 @@ async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> 
         for e in others:
             if quote_in(claim.quote, e.text) and _overlap(claim.text, e.text) >= 0.5:
                 p = await _p_support(ctx, claim.text, e)
-                if p >= ctx.settings.evidence.judge_threshold:
+                if p >= support_threshold(ctx):
                     return e.key, p
     ranked = sorted(others, key=lambda e: -_overlap(claim.text, e.text))[:2]
     for e in ranked:
         if _overlap(claim.text, e.text) < 0.3:
             continue
         p = await _p_support(ctx, claim.text, e)
-        if p >= ctx.settings.evidence.judge_threshold:
+        if p >= support_threshold(ctx):
             return e.key, p
     return None
 
 
 async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
-    state, threshold = ctx.state, ctx.settings.evidence.judge_threshold
+    state, threshold = ctx.state, support_threshold(ctx)
     checks: list[CitationCheck] = []
     for key in dict.fromkeys(claim.citations):
         evidence = state.evidence.get(key)
