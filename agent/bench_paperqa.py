@@ -20,6 +20,7 @@ Withholding sources uses paper-qa's own ``deleted_dockeys`` filter for the one q
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -99,7 +100,9 @@ class LlamaServer:
             "--n_ctx",
             str(n_ctx),
         ]
-        return [*cmd, "--n_threads", str(n_threads)] if n_threads else cmd
+        # The same threads our in-process provider uses (llama.cpp's default is half the cores).
+        threads = n_threads or os.cpu_count() or 1
+        return [*cmd, "--n_threads", str(threads), "--n_threads_batch", str(threads)]
 
     @property
     def base_url(self) -> str:
@@ -195,7 +198,8 @@ class PaperQASystem:
         path = resolve_model_path(spec.removeprefix("local:"), session.settings.models_dir)
         log = (log_dir or session.settings.home) / "llama-server.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        with LlamaServer(path, log_path=log) as server:
+        local = session.settings.llm.local
+        with LlamaServer(path, n_threads=local.n_threads, log_path=log) as server:
             yield cls(session.library, session.searcher.embedder, paperqa_settings(server.base_url))
 
     async def _load(self) -> Any:

@@ -24,7 +24,7 @@ SUMMARY_SCHEMA = {
     "type": "object",
     "properties": {
         # length caps keep a small model from running out of tokens mid-JSON (seen on LitQA2)
-        "summary": {"type": "string", "maxLength": 400},
+        "summary": {"type": "string", "maxLength": 240},
         "score": {"type": "integer", "minimum": 0, "maximum": 10},
         "quote": {"type": "string", "maxLength": 300},
     },

@@ -95,13 +95,18 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
         if p >= threshold:
             checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=p, method=method))
             continue
-        verdict = Verdict.unsupported
-        if (
-            ctx.settings.answer.verify_contradictions
-            and await _p_contradict(ctx, claim.text, context) >= threshold
-        ):
-            verdict = Verdict.contradicted
-        checks.append(CitationCheck(key=key, verdict=verdict, p_support=p, method=method))
+        checks.append(CitationCheck(key=key, verdict=Verdict.unsupported, p_support=p, method=method))
+    # Type 3 (contradicted) only matters when no cited passage supports the claim: otherwise the
+    # unsupported keys are dropped either way, and each contradiction check is a judge call.
+    if ctx.settings.answer.verify_contradictions and not any(c.verdict is Verdict.supported for c in checks):
+        for check in checks:
+            if check.verdict is not Verdict.unsupported:
+                continue
+            evidence = state.evidence[check.key]
+            quoted = bool(claim.quote) and quote_in(claim.quote, evidence.text)
+            context = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
+            if await _p_contradict(ctx, claim.text, context) >= threshold:
+                check.verdict = Verdict.contradicted
     verdicts = {c.verdict for c in checks}
     if Verdict.supported in verdicts:
         claim.verdict = Verdict.supported

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -79,10 +80,12 @@ def load_model(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: i
             raise ModelNotAvailableError(
                 "llama-cpp-python is not installed: pip install -e '.[offline]'"
             ) from exc
+        # llama-cpp-python's own default is half the cores for generation; on 2 cores that is one
+        # thread, and generation measured 21 tok/s on one thread vs 32 on two (Qwen 1.5B).
         llama = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=n_threads,
+            n_threads=n_threads or os.cpu_count() or 1,
             n_gpu_layers=n_gpu_layers,
             seed=seed,
             verbose=False,
