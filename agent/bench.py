@@ -95,17 +95,58 @@ def present(q: BenchQuestion, seed: int) -> list[str]:
 
 
 def extract_choice(text: str, options: Sequence[str]) -> str | None:
-    """The option letter a free-text reply picked: 'B', '(B)', 'B)', 'Answer: B', or the option's text."""
+    """The option letter a free-text reply picked: 'B', '(B)', 'B)', 'Answer: B', 'the correct
+    answer is:\nA) yes', a line 'C) <option text>', or the only option whose text it mentions."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
-    m = re.search(rf"(?:answer|choice)\s*(?:is|:)?\s*\(?([{letters}])\)?\b", text, re.IGNORECASE)
-    if m:
+    cue = r"(?:answer|choice|option)\s*(?:is|would be)?\s*:?\s*\**\s*\(?"
+    m = re.search(rf"{cue}([{letters}])(?![a-z])", text, re.IGNORECASE)
+    if m and (m.group(1).isupper() or re.match(r"[a-z](?:[).:,]|\s*$)", text[m.start(1) :])):
         return m.group(1).upper()
     m = re.match(rf"\s*\(?([{letters}])[).:\s]", text + " ")
     if m:
         return m.group(1)
+    for line in re.finditer(rf"(?m)^\s*\(?([{letters}])\)\s*(.+)$", text):
+        option = options[letters.index(line.group(1))]
+        if line.group(2).strip().lower().startswith(option.lower()):
+            return line.group(1)
     lowered = text.lower()
     hits = [letters[i] for i, o in enumerate(options) if o.lower() in lowered]
     return hits[0] if len(hits) == 1 else None
+
+
+CHOICE_EXTRACTION = (
+    "You grade a multiple-choice exam. Given the options and a student's free-text answer, reply "
+    "with the letter of the option the answer commits to, or 'none' if it commits to none of them "
+    "(for example, it only says the information is insufficient without picking that option)."
+)
+
+
+async def extract_choice_llm(llm: Any, text: str, options: Sequence[str]) -> str | None:
+    """LAB-Bench/aviary-style fallback for prose that names no letter: a model maps it to one.
+
+    Only used when :func:`extract_choice` finds nothing, for any system alike; the call is
+    grading, so it is not counted in the system's own tokens.
+    """
+    from agent.llm.types import Message
+
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
+    listing = "\n".join(f"{letter}) {o}" for letter, o in zip(letters, options, strict=False))
+    schema = {
+        "type": "object",
+        "properties": {"choice": {"type": "string", "enum": [*letters, "none"]}},
+        "required": ["choice"],
+    }
+    reply = await llm.complete(
+        [
+            Message.system(CHOICE_EXTRACTION),
+            Message.user(f"Options:\n{listing}\n\nAnswer:\n{text[:3000]}\n\nReply with JSON: choice."),
+        ],
+        role="other",
+        json_schema=schema,
+        max_tokens=20,
+    )
+    choice = str(reply.json().get("choice", "none"))
+    return choice if choice in letters else None
 
 
 class Graded(BaseModel):

@@ -179,6 +179,10 @@ class PaperQASystem:
     name = "paperqa"
 
     def __init__(self, library: Any, embedder: Any, settings: Any) -> None:
+        import logging
+
+        # litellm has no price for a local model; paper-qa warns on every call. Cost is $0.
+        logging.getLogger("lmi.llms").setLevel(logging.ERROR)
         self.library = library
         self.embedding = _embedding_model(embedder)
         self.pqa_settings = settings

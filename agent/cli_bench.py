@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import click
 
 from agent.bench import BenchQuestion, Graded
-from agent.state import Answer
+from agent.state import Answer, Status
 
 __all__ = ["BenchSystem", "ScholarloopSystem", "bench_command", "gold_documents", "run_bench"]
 
@@ -143,11 +143,16 @@ async def run_bench(
 async def _one(
     system: BenchSystem, session: Any, q: BenchQuestion, seed: int, withhold: bool, free_text: bool
 ) -> Graded:
-    from agent.bench import grade, present
+    from agent.bench import extract_choice, extract_choice_llm, grade, present
 
     options = present(q, seed)
     gold = gold_documents(q.sources, session.library)
     answer = await system.answer(q.question, None if free_text else options, gold if withhold else set())
+    prose = answer.choice is None and answer.status is Status.answered and bool(answer.answer.strip())
+    if not free_text and prose and extract_choice(answer.answer, options) is None:
+        # prose that names no option (paper-qa's style): a model reads it, as aviary grades
+        choice = await extract_choice_llm(session.llms["answer"], answer.answer, options)
+        answer = answer.model_copy(update={"choice": choice})
     if withhold:
         q = q.model_copy(update={"answerable": False})
     graded = grade(q, options, answer, gold)

@@ -67,10 +67,32 @@ def test_presentation_is_shuffled_with_a_fixed_seed_and_includes_insufficient() 
         ("Answer: a", "A"),
         ("I think Aspirin is right", "B"),
         ("no idea", None),
+        ("Therefore, the correct answer is:\nA) Osimertinib", "A"),
+        ("Evidence points one way.\nC) Gefitinib, as reported", "C"),
+        ("The answer is a kinase inhibitor", None),
+        ("The answer is **B**", "B"),
     ],
 )
 def test_extract_choice(text: str, letter: str | None) -> None:
     assert extract_choice(text, ["Osimertinib", "Aspirin", "Gefitinib", INSUFFICIENT]) == letter
+
+
+async def test_llm_fallback_maps_prose_to_an_option_or_none() -> None:
+    from agent.bench import extract_choice_llm
+    from agent.llm.testing import FunctionLLM
+
+    options = ["Osimertinib", "Aspirin", INSUFFICIENT]
+    seen: list[str] = []
+
+    def grader(req: object) -> dict[str, str]:
+        content = req.messages[-1].content  # type: ignore[attr-defined]
+        seen.append(content)
+        return {"choice": "A" if "third-generation" in content else "none"}
+
+    llm = FunctionLLM(grader)
+    assert await extract_choice_llm(llm, "The third-generation inhibitor works.", options) == "A"
+    assert await extract_choice_llm(llm, "Hard to say.", options) is None
+    assert "A) Osimertinib" in seen[0] and "C) Insufficient" in seen[0]
 
 
 def graded(correct: bool, answered: bool, answerable: bool = True, **kw: object) -> Graded:
