@@ -32,6 +32,7 @@ __all__ = [
     "OnlineError",
     "RateLimited",
     "cached_request",
+    "hit_doc_id",
     "host_limit",
     "merge_hits",
     "normalise_doi",
@@ -90,6 +91,15 @@ def strip_tags(markup: str) -> str:
 
 def normalise_title(title: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def hit_doc_id(hit: Hit) -> str:
+    """Library id of an online hit. Without a DOI it must still be stable across searches:
+    the normalised title and year (what merge_hits keys on), so a re-found paper dedupes."""
+    if hit.doi:
+        return f"doi:{hit.doi}"
+    slug = "-".join(normalise_title(hit.title).split()[:12]) or "untitled"
+    return f"online:{slug}:{hit.year or ''}"
 
 
 def _key(hit: Hit) -> str:

@@ -20,7 +20,16 @@ from corpus.search import Filters, LocalSearch
 from corpus.store import Library
 from tools.crossref import CrossrefClient
 from tools.fetch import FetchError, fetch_pdf
-from tools.online import DiskCache, Hit, NetworkDown, OnlineError, in_years, merge_hits, normalise_doi
+from tools.online import (
+    DiskCache,
+    Hit,
+    NetworkDown,
+    OnlineError,
+    hit_doc_id,
+    in_years,
+    merge_hits,
+    normalise_doi,
+)
 from tools.semantic_scholar import SemanticScholarClient
 
 __all__ = ["OnlineSearch", "SearchOutcome"]
@@ -175,9 +184,7 @@ class OnlineSearch:
                 except (FetchError, OnlineError) as exc:
                     warnings.append(str(exc))
             if hit.abstract:
-                doc_id = (
-                    f"doi:{hit.doi}" if hit.doi else f"online:{normalise_doi(hit.title) or hit.title[:40]}"
-                )
+                doc_id = hit_doc_id(hit)
                 records.append(
                     {
                         "doc_id": doc_id,

@@ -90,6 +90,15 @@ def test_merge_prefers_hits_found_by_both_and_unions_fields() -> None:
     assert set(merged[1].sources) == {"semantic_scholar", "crossref"}  # title + year fallback
 
 
+def test_hits_without_a_doi_get_a_stable_title_id() -> None:
+    from tools.online import hit_doc_id
+
+    a = Hit(title="EGFR T790M: Osimertinib!", year=2017, sources=["crossref"])
+    b = Hit(title="egfr  t790m osimertinib", year=2017, sources=["semantic_scholar"])
+    assert hit_doc_id(a) == hit_doc_id(b) == "online:egfr-t790m-osimertinib:2017"
+    assert hit_doc_id(Hit(title="X", doi="10.1/abc", sources=["crossref"])) == "doi:10.1/abc"
+
+
 def test_retraction_flag_from_crossref() -> None:
     item = copy.deepcopy(recorded("crossref_work_by_doi")["body"]["message"])
     assert not hit_from_crossref(item).retracted
