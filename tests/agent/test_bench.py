@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench import BenchQuestion, Graded, extract_choice, grade, load_set, metrics, present, sample
+from agent.bench import BenchQuestion, extract_choice, grade, load_set, metrics, present, sample
 from agent.cli_bench import run_bench
 from agent.settings import Settings
 from agent.state import INSUFFICIENT, Answer, Evidence, Status
-from tests.agent.conftest import make_session
+from tests.agent.conftest import graded_row, make_session, write_mini_set
 
 
 def q(**kw: object) -> BenchQuestion:
@@ -95,23 +95,7 @@ async def test_llm_fallback_maps_prose_to_an_option_or_none() -> None:
     assert "A) Osimertinib" in seen[0] and "C) Insufficient" in seen[0]
 
 
-def graded(correct: bool, answered: bool, answerable: bool = True, **kw: object) -> Graded:
-    base = {
-        "id": "x",
-        "tag": "t",
-        "answerable": answerable,
-        "options": [],
-        "choice": "A",
-        "chosen": "x",
-        "correct": correct,
-        "answered": answered,
-        "status": "answered",
-        "seconds": 10.0,
-        "tokens": 100,
-        "llm_calls": 5,
-        "cost_usd": 0.0,
-    }
-    return Graded(**{**base, **kw})  # type: ignore[arg-type]
+graded = graded_row
 
 
 def test_metrics_on_hand_made_results() -> None:
@@ -145,26 +129,9 @@ def test_grade_abstention_and_gold_rank() -> None:
 
 
 async def test_bench_runs_withholds_and_resumes(index_dir: Path, settings: Settings, tmp_path: Path) -> None:
-    set_path = tmp_path / "mini.jsonl"
     session = make_session(index_dir, settings)
     egfr = next(p for p in session.library.papers if p.key.startswith("Egfr"))
-    rows = [
-        {
-            "id": "1",
-            "question": "Which inhibitor remains active against EGFR T790M tumours?",
-            "ideal": "Osimertinib",
-            "distractors": ["Aspirin", "Gefitinib"],
-            "sources": [egfr.doc_id],
-        },
-        {
-            "id": "2",
-            "question": "What does TP53 encode?",
-            "ideal": "p53",
-            "distractors": ["EGFR"],
-            "sources": [],
-        },
-    ]
-    set_path.write_text("\n".join(json.dumps(r) for r in rows))
+    set_path = write_mini_set(tmp_path / "mini.jsonl", egfr.doc_id)
 
     from agent.llm.testing import FunctionLLM, Request
 

@@ -11,7 +11,7 @@ from agent.bench_paperqa import LlamaServer, PaperQASystem, mc_prompt, paperqa_s
 from agent.cli_bench import ScholarloopSystem, run_bench
 from agent.errors import ConfigError
 from agent.settings import Settings
-from tests.agent.conftest import make_session
+from tests.agent.conftest import make_session, write_mini_set
 
 FAKE = Path(__file__).with_name("fake_openai_server.py")
 
@@ -54,23 +54,13 @@ async def test_paperqa_runs_beside_scholarloop_graded_identically(
 ) -> None:
     session = make_session(index_dir, settings)
     egfr = next(p for p in session.library.papers if p.key.startswith("Egfr"))
-    set_path = tmp_path / "mini.jsonl"
-    rows = [
-        {
-            "id": "1",
-            "question": "Which inhibitor remains active against EGFR T790M tumours?",
-            "ideal": "Osimertinib",
-            "distractors": ["Aspirin", "Gefitinib"],
-            "sources": [egfr.doc_id],
-        },
-        {
-            "id": "2",
-            "question": "What does BRCA2 encode?",
-            "ideal": "a DNA repair protein",
-            "distractors": ["a kinase"],
-        },
-    ]
-    set_path.write_text("\n".join(json.dumps(r) for r in rows))
+    second = {
+        "id": "2",
+        "question": "What does BRCA2 encode?",
+        "ideal": "a DNA repair protein",
+        "distractors": ["a kinase"],
+    }
+    set_path = write_mini_set(tmp_path / "mini.jsonl", egfr.doc_id, second)
     server = fake_server(tmp_path)
     with server:
         pqa = PaperQASystem(

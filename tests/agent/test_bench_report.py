@@ -11,27 +11,11 @@ from agent.llm.testing import FunctionLLM, Request
 from agent.ragas_metrics import ragas_scores
 from agent.settings import Settings
 from agent.state import Answer, Claim, Evidence, Status
-from tests.agent.conftest import make_session
+from tests.agent.conftest import graded_row, make_session
 
 
 def row(qid: str, correct: bool, answered: bool = True, **kw: object) -> Graded:
-    base: dict[str, object] = {
-        "id": qid,
-        "tag": "litqa2",
-        "set_name": "s",
-        "answerable": True,
-        "options": [],
-        "choice": "A" if answered else None,
-        "chosen": "x" if answered else None,
-        "correct": correct,
-        "answered": answered,
-        "status": "answered",
-        "seconds": 10.0,
-        "tokens": 100,
-        "llm_calls": 5,
-        "cost_usd": 0.0,
-    }
-    return Graded(**{**base, **kw})  # type: ignore[arg-type]
+    return graded_row(correct, answered, id=qid, tag=kw.pop("tag", "litqa2"), set_name="s", **kw)
 
 
 def test_report_groups_by_system_set_tag_and_repeat() -> None:
