@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 DATA ?= ../shared/data
 QUESTION ?= How many papers does the S2ORC corpus contain, and how many have full text?
 
-.PHONY: install demo doctor test lint typecheck pytest bench-local bench-litqa2 clean
+.PHONY: install demo doctor test lint typecheck pytest bench-local bench-litqa2 bench-side-by-side clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -42,6 +42,15 @@ bench-local:
 
 bench-litqa2:
 	$(BIN)/scholarloop -c litqa2 bench $(DATA)/sets/litqa2-train.jsonl --corpus $(DATA)/corpus --limit 20 --seed 0 --out bench-out/litqa2
+
+# scholarloop and paper-qa side by side on the same seeded samples, offline default (~75 min on 2 cores
+# for N=10), then the same LitQA2 sample with each question's sources withheld.
+N ?= 10
+bench-side-by-side:
+	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl $(DATA)/sets/pubmedqa-dev.jsonl $(DATA)/sets/scifact-train.jsonl \
+		--corpus $(DATA)/corpus --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/side-by-side
+	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl --withhold-sources \
+		--corpus $(DATA)/corpus --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/withhold
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

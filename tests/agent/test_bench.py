@@ -161,3 +161,18 @@ async def test_bench_runs_withholds_and_resumes(index_dir: Path, settings: Setti
     first = json.loads((tmp_path / "held" / "questions.jsonl").read_text().splitlines()[0])
     assert egfr.doc_id not in {e["doc_id"] for e in first["answer"]["evidence"]}
     assert held["sets"]["mini"]["coverage"] == 0.0 and held["sets"]["mini"]["accuracy"] == 1.0
+
+    # repeats: each repeat shuffles the options with its own seed; a rerun with more repeats
+    # keeps the first repeat's rows and adds only the new ones
+    rep = tmp_path / "rep"
+    await run_bench([set_path], session, rep, limit=None, seed=0, withhold=False, repeats=1, progress=False)
+    two = await run_bench(
+        [set_path], session, rep, limit=None, seed=0, withhold=False, repeats=2, progress=False
+    )
+    lines = [json.loads(line) for line in (rep / "questions.jsonl").read_text().splitlines()]
+    assert sorted((r["id"], r["repeat"]) for r in lines) == [("1", 0), ("1", 1), ("2", 0), ("2", 1)]
+    assert {tuple(r["options"]) for r in lines if r["id"] == "1"} == {
+        tuple(present(load_set(set_path)[0], seed)) for seed in (0, 1)
+    }
+    m2 = two["sets"]["mini"]
+    assert m2["repeats"] == 2 and m2["mean_sd"]["accuracy"] == {"mean": 0.5, "sd": 0.0}
