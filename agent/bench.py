@@ -64,14 +64,17 @@ def load_set(path: Path) -> list[BenchQuestion]:
         if not line.strip():
             continue
         row = json.loads(line)
+        ideal = row.get("ideal")
+        # LitQA2's native file spells "no answer in the corpus" as the string "null"
+        ideal = None if ideal is None or str(ideal).strip().lower() in ("", "null", "none") else str(ideal)
         out.append(
             BenchQuestion(
                 id=str(row.get("id") or hashlib.sha256(row["question"].encode()).hexdigest()[:12]),
                 question=row["question"],
-                ideal=row.get("ideal"),
+                ideal=ideal,
                 distractors=as_list(row.get("distractors", [])),
                 sources=as_list(row.get("sources", [])),
-                answerable=row.get("answerable", True) is not False and row.get("ideal") is not None,
+                answerable=row.get("answerable", True) is not False and ideal is not None,
                 tag=row.get("tag") or path.stem,
                 key_passage=row.get("key-passage"),
             )

@@ -36,8 +36,10 @@ def test_load_set_reads_native_and_shared_formats(tmp_path: Path) -> None:
             "answerable": False,
         },
     ]
+    rows.append({"id": "c", "question": "Q3?", "ideal": "null", "distractors": ["u", "v"]})
     path.write_text("\n".join(json.dumps(r) for r in rows))
-    a, b = load_set(path)
+    a, b, c = load_set(path)
+    assert c.ideal is None and not c.answerable and "null" not in present(c, 0)
     assert (
         a.distractors == ["y", "z"]
         and a.sources == ["https://doi.org/10.1/A"]
