@@ -83,3 +83,9 @@ async def test_malformed_json_is_a_clear_error() -> None:
 async def test_fenced_json_is_accepted() -> None:
     llm = ScriptedLLM(['```json\n{"a": 1}\n```'])
     assert (await llm.complete([Message.user("x")])).json() == {"a": 1}
+
+
+async def test_raw_line_breaks_inside_a_json_string_are_accepted() -> None:
+    """Qwen copies a passage's line break into a quote verbatim (seen in the PubMedQA run)."""
+    llm = ScriptedLLM(['{"choice": "A", "quote": "first line\nsecond line"}'])
+    assert (await llm.complete([Message.user("x")])).json()["quote"] == "first line\nsecond line"

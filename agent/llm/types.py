@@ -121,7 +121,9 @@ class Completion(BaseModel):
             text = text.strip("`")
             text = text[text.find("\n") + 1 :] if "\n" in text else text
         try:
-            return json.loads(text)
+            # strict=False: small models copy a passage's line breaks into a quote raw; the
+            # value is still unambiguous, and rejecting it (measured: 1 in 30 answers) loses it
+            return json.loads(text, strict=False)
         except json.JSONDecodeError as exc:
             raise MalformedResponseError(
                 f"reply is not valid JSON ({exc.msg} at {exc.pos}): {self.text[:200]!r}",
