@@ -181,8 +181,14 @@ class PaperQASystem:
     def __init__(self, library: Any, embedder: Any, settings: Any) -> None:
         import logging
 
-        # litellm has no price for a local model; paper-qa warns on every call. Cost is $0.
+        import litellm
+
+        # litellm has no price for a local model, so paper-qa warns and litellm prints its
+        # provider list on every call; the cost is $0. Its aiohttp session is never closed at
+        # exit (an asyncio error line): httpx serves loopback just as well.
         logging.getLogger("lmi.llms").setLevel(logging.ERROR)
+        litellm.suppress_debug_info = True
+        os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
         self.library = library
         self.embedding = _embedding_model(embedder)
         self.pqa_settings = settings
