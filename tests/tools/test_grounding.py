@@ -214,6 +214,22 @@ async def test_multiple_choice_unsupported_pick_becomes_insufficient(
     assert ctx.state.choice == "D"  # the "Insufficient information" option
 
 
+async def test_multiple_choice_pick_cited_to_the_wrong_passage_is_not_reattributed(
+    library: Library, settings: Settings
+) -> None:
+    """The pick must be supported by the passage it cites; another passage "supporting" it
+    does not rescue it (free claims are re-attributed, picks are not)."""
+    ctx = make_ctx(library, settings, question=QUESTION, options=OPTIONS)
+    await gather_evidence(ctx, question=QUESTION)
+    ctx.llms["answer"] = ScriptedLLM(
+        [{"choice": "A", "citations": [key_of(ctx, "TP53 encodes")], "quote": ""}]
+    )
+    await generate_answer(ctx)
+    await verify_citations(ctx)
+    assert ctx.state.choice == "D" and ctx.state.report is not None
+    assert ctx.state.report.repaired == 0
+
+
 async def test_multiple_choice_judge_mode_scores_every_option(library: Library, settings: Settings) -> None:
     judge_mode = settings.model_copy(
         update={"answer": settings.answer.model_copy(update={"mc_mode": "judge"})}
