@@ -78,6 +78,7 @@ async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> 
 async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
     state, threshold = ctx.state, support_threshold(ctx)
     checks: list[CitationCheck] = []
+    judged: dict[str, Evidence] = {}  # what each key's claim was judged against
     for key in dict.fromkeys(claim.citations):
         evidence = state.evidence.get(key)
         if evidence is None:
@@ -89,7 +90,7 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
             continue
         # A quote verified verbatim in the passage is the sentence the claim rests on: judging the
         # claim against it (not the whole chunk) is sharper for a small judge, and faster.
-        context = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
+        context = judged[key] = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
         p = await _p_support(ctx, claim.text, context)
         method = "judge+quote" if quoted else "judge"
         if p >= threshold:
@@ -102,10 +103,7 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
         for check in checks:
             if check.verdict is not Verdict.unsupported:
                 continue
-            evidence = state.evidence[check.key]
-            quoted = bool(claim.quote) and quote_in(claim.quote, evidence.text)
-            context = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
-            if await _p_contradict(ctx, claim.text, context) >= threshold:
+            if await _p_contradict(ctx, claim.text, judged[check.key]) >= threshold:
                 check.verdict = Verdict.contradicted
     verdicts = {c.verdict for c in checks}
     if Verdict.supported in verdicts:
