@@ -15,6 +15,7 @@ import json
 import random
 import re
 import statistics
+import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,13 @@ __all__ = [
     "Graded",
     "as_list",
     "extract_choice",
+    "extract_choice_llm",
     "grade",
+    "lettered",
     "load_set",
     "metrics",
     "present",
+    "row_key",
     "sample",
 ]
 
@@ -97,10 +101,15 @@ def present(q: BenchQuestion, seed: int) -> list[str]:
     return options
 
 
+def lettered(options: Sequence[str]) -> str:
+    """Options as LAB-Bench lists them: one ``A) text`` line each."""
+    return "\n".join(f"{letter}) {o}" for letter, o in zip(string.ascii_uppercase, options, strict=False))
+
+
 def extract_choice(text: str, options: Sequence[str]) -> str | None:
     """The option letter a free-text reply picked: 'B', '(B)', 'B)', 'Answer: B', 'the correct
     answer is:\nA) yes', a line 'C) <option text>', or the only option whose text it mentions."""
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
+    letters = string.ascii_uppercase[: len(options)]
     cue = r"(?:answer|choice|option)\s*(?:is|would be)?\s*:?\s*\**\s*\(?"
     m = re.search(rf"{cue}([{letters}])(?![a-z])", text, re.IGNORECASE)
     if m and (m.group(1).isupper() or re.match(r"[a-z](?:[).:,]|\s*$)", text[m.start(1) :])):
@@ -132,8 +141,7 @@ async def extract_choice_llm(llm: Any, text: str, options: Sequence[str]) -> str
     """
     from agent.llm.types import Message
 
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
-    listing = "\n".join(f"{letter}) {o}" for letter, o in zip(letters, options, strict=False))
+    letters = string.ascii_uppercase[: len(options)]
     schema = {
         "type": "object",
         "properties": {"choice": {"type": "string", "enum": [*letters, "none"]}},
@@ -142,7 +150,9 @@ async def extract_choice_llm(llm: Any, text: str, options: Sequence[str]) -> str
     reply = await llm.complete(
         [
             Message.system(CHOICE_EXTRACTION),
-            Message.user(f"Options:\n{listing}\n\nAnswer:\n{text[:3000]}\n\nReply with JSON: choice."),
+            Message.user(
+                f"Options:\n{lettered(options)}\n\nAnswer:\n{text[:3000]}\n\nReply with JSON: choice."
+            ),
         ],
         role="other",
         json_schema=schema,
@@ -179,12 +189,16 @@ class Graded(BaseModel):
 
     @property
     def key(self) -> str:
-        """Resume key: the same question in another system, set or repeat is another row."""
-        return f"{self.system}:{self.set_name}:{self.id}:{self.repeat}"
+        return row_key(self.system, self.set_name, self.id, self.repeat)
+
+
+def row_key(system: str, set_name: str, question_id: str, repeat: int) -> str:
+    """Resume key: the same question in another system, set or repeat is another row."""
+    return f"{system}:{set_name}:{question_id}:{repeat}"
 
 
 def grade(q: BenchQuestion, options: list[str], answer: Answer, gold_docs: set[str]) -> Graded:
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = string.ascii_uppercase
     choice = answer.choice or extract_choice(answer.answer, options)
     chosen = dict(zip(letters, options, strict=False)).get(choice or "")
     answered = chosen is not None and chosen != INSUFFICIENT

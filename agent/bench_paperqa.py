@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from agent.bench import lettered
 from agent.errors import ConfigError
 from agent.llm.types import Usage
 from agent.state import Answer, Evidence, Status
@@ -44,8 +45,7 @@ def mc_prompt(question: str, options: Sequence[str] | None) -> str:
     """aviary's MultipleChoiceQuestion layout, with the options in the order given."""
     if not options:
         return question
-    listing = "\n".join(f"{chr(ord('A') + i)}) {o}" for i, o in enumerate(options))
-    return f"Q: {question}\n\nOptions:\n{listing}"
+    return f"Q: {question}\n\nOptions:\n{lettered(options)}"
 
 
 def _free_port() -> int:

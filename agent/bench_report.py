@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.bench import Graded, metrics
+from corpus.store import write_atomic
 
 __all__ = ["build_report", "side_by_side", "write_report"]
 
@@ -181,16 +182,10 @@ def _plots(out: Path, rows: Sequence[Graded], report: dict[str, Any]) -> list[st
     return ["metrics.png", "latency.png"]
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write_report(out: Path, rows: Sequence[Graded], meta: dict[str, Any]) -> dict[str, Any]:
     """Write report.json, report.md and the plots into ``out``; returns the report."""
     report = build_report(rows, meta)
-    _atomic_write(out / "report.json", json.dumps(report, indent=2))
+    write_atomic(out / "report.json", json.dumps(report, indent=2).encode())
     plots = _plots(out, rows, report)
-    _atomic_write(out / "report.md", _markdown(report, plots))
+    write_atomic(out / "report.md", _markdown(report, plots).encode())
     return report

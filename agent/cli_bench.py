@@ -16,18 +16,27 @@ from typing import Any, Protocol
 
 import click
 
-from agent.bench import BenchQuestion, Graded
+from agent.bench import BenchQuestion, Graded, row_key
 from agent.state import Answer, Status
 
-__all__ = ["BenchSystem", "ScholarloopSystem", "bench_command", "gold_documents", "run_bench"]
+__all__ = ["BenchSystem", "ScholarloopSystem", "bench_command", "doi_index", "gold_documents", "run_bench"]
 
 
-def gold_documents(sources: list[str], library: Any) -> set[str]:
-    """Doc ids a question's ``sources`` name: DOI URLs (LitQA2) or corpus doc ids."""
+def doi_index(library: Any) -> dict[str, set[str]]:
+    """DOI (lower-case) -> every doc id holding it: corpus passages of one paper share a DOI."""
     by_doi: dict[str, set[str]] = {}
     for p in library.papers:
         if p.doi:
             by_doi.setdefault(p.doi.lower(), set()).add(p.doc_id)
+    return by_doi
+
+
+def gold_documents(sources: list[str], library: Any, by_doi: dict[str, set[str]] | None = None) -> set[str]:
+    """Doc ids a question's ``sources`` name: DOI URLs (LitQA2) or corpus doc ids.
+
+    Pass ``by_doi`` (from :func:`doi_index`) when grading many questions of one library.
+    """
+    by_doi = doi_index(library) if by_doi is None else by_doi
     gold: set[str] = set()
     for s in sources:
         s = s.strip()
@@ -98,6 +107,7 @@ async def run_bench(
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "questions.jsonl"
     done = _load_done(results_path)
+    by_doi = doi_index(session.library)
     systems = list(systems) if systems else [ScholarloopSystem(session)]
     rows: list[Graded] = []
     # Questions outermost, systems innermost: an interrupted side-by-side run still compares
@@ -110,12 +120,11 @@ async def run_bench(
             for repeat in range(repeats):
                 for q in questions:
                     for system in systems:
-                        key = Graded.model_construct(
-                            id=q.id, system=system.name, set_name=set_path.stem, repeat=repeat
-                        ).key
-                        graded = done.get(key)
+                        graded = done.get(row_key(system.name, set_path.stem, q.id, repeat))
                         if graded is None:
-                            graded = await _one(system, session, q, seed + repeat, withhold, free_text)
+                            graded = await _one(
+                                system, session, by_doi, q, seed + repeat, withhold, free_text
+                            )
                             graded = graded.model_copy(
                                 update={"system": system.name, "set_name": set_path.stem, "repeat": repeat}
                             )
@@ -141,12 +150,18 @@ async def run_bench(
 
 
 async def _one(
-    system: BenchSystem, session: Any, q: BenchQuestion, seed: int, withhold: bool, free_text: bool
+    system: BenchSystem,
+    session: Any,
+    by_doi: dict[str, set[str]],
+    q: BenchQuestion,
+    seed: int,
+    withhold: bool,
+    free_text: bool,
 ) -> Graded:
     from agent.bench import extract_choice, extract_choice_llm, grade, present
 
     options = present(q, seed)
-    gold = gold_documents(q.sources, session.library)
+    gold = gold_documents(q.sources, session.library, by_doi)
     answer = await system.answer(q.question, None if free_text else options, gold if withhold else set())
     prose = answer.choice is None and answer.status is Status.answered and bool(answer.answer.strip())
     if not free_text and prose and extract_choice(answer.answer, options) is None:

@@ -28,7 +28,7 @@ from agent.errors import CorpusError
 from corpus.index import IndexKind, VectorIndex
 from corpus.models import Chunk, Paper
 
-__all__ = ["FORMAT_VERSION", "Library", "Manifest"]
+__all__ = ["FORMAT_VERSION", "Library", "Manifest", "write_atomic"]
 
 FORMAT_VERSION = 1
 _FILES = ("papers.jsonl", "chunks.jsonl", "vectors.f32")
@@ -48,7 +48,8 @@ class Manifest(BaseModel):
     updated: float = Field(default_factory=time.time)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` all at once: a crash leaves the old file or the new one."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as fh:
         fh.write(data)
@@ -145,7 +146,7 @@ class Library:
         )
         for name in _FILES:
             (root / name).write_bytes(b"")
-        _write_atomic(root / "manifest.json", manifest.model_dump_json(indent=2).encode())
+        write_atomic(root / "manifest.json", manifest.model_dump_json(indent=2).encode())
         return cls(root, manifest)
 
     def _load(self) -> None:
@@ -246,7 +247,7 @@ class Library:
                 "updated": time.time(),
             }
         )
-        _write_atomic(self.root / "manifest.json", updated.model_dump_json(indent=2).encode())
+        write_atomic(self.root / "manifest.json", updated.model_dump_json(indent=2).encode())
         self.manifest = updated
         self.papers.extend(papers)
         self.chunks.extend(chunks)
