@@ -123,16 +123,18 @@ class AnswerSettings(_Section):
     evidence_k: int = Field(default=5, ge=1, description="Best evidence pieces shown to the answer model.")
     max_claims: int = Field(default=5, ge=1, description="Most claims in one answer.")
     excerpt_chars: int = Field(default=1200, ge=200, description="Characters of each passage shown.")
-    mc_mode: Literal["pick", "judge"] = Field(
+    mc_mode: Literal["pick", "judge", "hybrid"] = Field(
         default="pick",
         description="Multiple choice: 'pick' asks the answer model for a letter; 'judge' scores every "
-        "option against the evidence with the judge and takes the best supported one.",
+        "option against the evidence with the judge and takes the best supported one; 'hybrid' is "
+        "'judge', and a lead under mc_margin stands only if the answer model picks the same option; "
+        "verdict options (yes/no/maybe, supported/refuted) are picked as in 'pick'.",
     )
     mc_margin: float = Field(
         default=0.1,
         ge=0.0,
         le=1.0,
-        description="'judge' mode: lead over the runner-up option needed to answer.",
+        description="'judge'/'hybrid' modes: lead over the runner-up option needed to answer alone.",
     )
     verify_contradictions: bool = Field(
         default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."

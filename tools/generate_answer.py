@@ -4,11 +4,13 @@ The model is offered only the keys of gathered evidence. The JSON schema it must
 them as an enum, so a local model under grammar constraints cannot even spell another key.
 ``verify_citations`` still checks every key, because an API model's schema may be looser.
 
-Multiple choice (LitQA2 style) has two designs, chosen by ``answer.mc_mode``:
+Multiple choice (LitQA2 style) has three designs, chosen by ``answer.mc_mode``:
 ``pick`` asks the answer model for a letter and its citations; ``judge`` scores every option
 against each evidence passage with the judge's P(Yes) and takes the best-supported option when
-it clears the threshold and leads the runner-up by ``mc_margin``. Either way the chosen option
-is a claim like any other and must survive verification.
+it clears the threshold and leads the runner-up by ``mc_margin``; ``hybrid`` (the default) is
+``judge``, with the answer model's pick settling a lead under the margin, and ``pick`` for
+verdict options (yes/no/maybe, supported/refuted). Every way the chosen option is a claim like
+any other and must survive verification.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from agent.prompts import answer_messages, judge_messages, mc_messages
 from agent.state import INSUFFICIENT, Claim, Evidence, RunState
 from tools.base import ToolContext, tool
 
-__all__ = ["generate_answer", "insufficient_letter", "offered_evidence", "option_claim"]
+__all__ = [
+    "ask_pick",
+    "generate_answer",
+    "insufficient_letter",
+    "offered_evidence",
+    "option_claim",
+    "option_scores",
+    "polarity_options",
+]
 
 
 def cfg_tokens(ctx: ToolContext, cap: int) -> int:
@@ -30,8 +40,13 @@ def cfg_tokens(ctx: ToolContext, cap: int) -> int:
 
 
 def offered_evidence(state: RunState, *, min_score: int, k: int) -> list[Evidence]:
-    good = [e for e in state.evidence.values() if e.score >= min_score]
-    return sorted(good, key=lambda e: (-e.score, -e.retrieval_score))[:k]
+    """The ``k`` best passages: scored at least ``min_score``, then any whose summary call failed.
+
+    A failed summary says nothing about the passage; dropping it lost a LitQA2 gold passage
+    whose summary ran out of tokens. Those rank after every scored passage.
+    """
+    good = [e for e in state.evidence.values() if e.score >= min_score or e.error]
+    return sorted(good, key=lambda e: (e.error is not None, -e.score, -e.retrieval_score))[:k]
 
 
 def _triples(evidence: list[Evidence], chars: int) -> list[tuple[str, str, str]]:
@@ -53,6 +68,21 @@ def option_claim(question: str, option: str) -> str:
     """The claim a chosen option makes, in words the judge can check against a passage."""
     # measured on the local judge: this plain Q/A form separates right from wrong options best
     return f"Question: {question}\nAnswer: {option}"
+
+
+_POLARITY = {"yes", "no", "maybe", "true", "false", "supported", "refuted", "supports", "refutes"}
+
+
+def polarity_options(options: list[str]) -> bool:
+    """Are the options verdicts (yes/no/maybe, supported/refuted) rather than content?
+
+    The judge checks that a passage states an option. A passage can state "FISNA" or "48 cell
+    types"; it cannot state "yes". Asked about "Answer: yes" and "Answer: no" it leans to Yes for
+    both (measured on SciFact and PubMedQA: every judge-chosen verdict was "supported" or
+    "yes"), so verdict options are picked by the answer model and then verified.
+    """
+    content = [o for o in options if not o.strip().lower().startswith("insufficient")]
+    return bool(content) and all(o.strip().lower().rstrip(".") in _POLARITY for o in content)
 
 
 def _set_insufficient(state: RunState, reason: str) -> None:
@@ -111,7 +141,8 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
     return f"Drafted {len(state.claims)} claim(s) citing {cited}."
 
 
-async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
+async def ask_pick(ctx: ToolContext, evidence: list[Evidence]) -> dict[str, Any]:
+    """The answer model's letter, citations and quote for the options (one constrained call)."""
     state, cfg = ctx.state, ctx.settings.answer
     options = _letters(state.options or [])
     schema = {
@@ -129,11 +160,18 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
         messages, role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 300)
     )
     state.add_usage(completion.usage)
-    data = completion.json()
-    letter = str(data.get("choice", "")).strip().upper()[:1]
-    texts = dict(options)
+    data: dict[str, Any] = completion.json()
+    data["choice"] = str(data.get("choice", "")).strip().upper()[:1]
+    return data
+
+
+async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
+    state = ctx.state
+    data = await ask_pick(ctx, evidence)
+    letter = data["choice"]
+    texts = dict(_letters(state.options or []))
     if letter not in texts:
-        _set_insufficient(state, f"the model chose no valid option ({data.get('choice')!r})")
+        _set_insufficient(state, f"the model chose no valid option ({letter!r})")
         return state.summary
     state.choice = letter
     if letter == insufficient_letter(state.options or []):
@@ -152,14 +190,14 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
     return f"Chose {letter}) {texts[letter]} citing {citations}."
 
 
-async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
-    state, cfg = ctx.state, ctx.settings
+async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tuple[float, str, str]]:
+    """(best P(support), letter, key of the passage that gave it) per option, best first."""
+    state = ctx.state
     judge = ctx.llm("judge")
     abstain = insufficient_letter(state.options or [])
-    scored: list[tuple[float, str, str, str]] = []
-    # passage-major order so consecutive judge calls share the passage prefix in the KV cache
     best: dict[str, tuple[float, str]] = {}
-    for e in evidence[:3]:
+    # passage-major order so consecutive judge calls share the passage prefix in the KV cache
+    for e in evidence:
         for letter, text in _letters(state.options or []):
             if letter == abstain:
                 continue
@@ -167,26 +205,45 @@ async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
             state.add_usage(score.usage)
             if score.p_yes > best.get(letter, (-1.0, ""))[0]:
                 best[letter] = (score.p_yes, e.key)
-    texts = dict(_letters(state.options or []))
-    scored = sorted(((p, letter, key, texts[letter]) for letter, (p, key) in best.items()), reverse=True)
+    return sorted(((p, letter, key) for letter, (p, key) in best.items()), reverse=True)
+
+
+async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
+    """Score every option against every offered passage; answer the clear winner.
+
+    In ``hybrid`` mode a winner whose lead is under ``mc_margin`` is settled by the answer
+    model: its pick is accepted only when it is the judge's top option. Two different reads
+    of the evidence agreeing is what a small lead lacks (measured: README, LitQA2).
+    """
+    state, cfg = ctx.state, ctx.settings
+    scored = await option_scores(ctx, evidence)
     if not scored:
         _set_insufficient(state, "no option to score")
         return state.summary
-    top = scored[0]
+    texts = dict(_letters(state.options or []))
+    p, letter, key = scored[0]
     runner_up = scored[1][0] if len(scored) > 1 else 0.0
     threshold = (
         cfg.answer.mc_threshold if cfg.answer.mc_threshold is not None else cfg.evidence.judge_threshold
     )
-    if top[0] < threshold or top[0] - runner_up < cfg.answer.mc_margin:
-        _set_insufficient(
-            state, f"no option is clearly supported (best P={top[0]:.2f}, runner-up {runner_up:.2f})"
-        )
-        return state.summary
-    p, letter, key, text = top
+    how = "Judge chose"
+    if p < threshold or p - runner_up < cfg.answer.mc_margin:
+        unclear = f"no option is clearly supported (best P={p:.2f}, runner-up {runner_up:.2f})"
+        if p < threshold or cfg.answer.mc_mode != "hybrid":
+            _set_insufficient(state, unclear)
+            return state.summary
+        # the best-scored options: one with a local P(Yes); several when an API judge says Yes/No
+        best = {other: k for q, other, k in scored if q == p}
+        picked = (await ask_pick(ctx, evidence))["choice"]
+        if picked not in best:
+            _set_insufficient(state, f"{unclear}, and the answer model chose {picked!r}, not {letter}")
+            return state.summary
+        letter, key = picked, best[picked]
+        how = "Judge and answer model agree on"
     state.choice = letter
-    state.claims = [Claim(text=option_claim(state.question, text), citations=[key])]
-    state.summary = f"{letter}) {text}"
-    return f"Judge chose {letter}) {text} (P(support)={p:.2f} from [{key}])."
+    state.claims = [Claim(text=option_claim(state.question, texts[letter]), citations=[key])]
+    state.summary = f"{letter}) {texts[letter]}"
+    return f"{how} {letter}) {texts[letter]} (P(support)={p:.2f} from [{key}], runner-up {runner_up:.2f})."
 
 
 @tool
@@ -206,7 +263,9 @@ async def generate_answer(ctx: ToolContext, feedback: str = "") -> str:
         return state.summary
     try:
         if state.options:
-            if cfg.answer.mc_mode == "judge":
+            if cfg.answer.mc_mode == "judge" or (
+                cfg.answer.mc_mode == "hybrid" and not polarity_options(state.options)
+            ):
                 return await _mc_judge(ctx, evidence)
             return await _mc_pick(ctx, evidence)
         return await _free_text(ctx, evidence, feedback)

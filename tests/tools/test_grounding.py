@@ -3,13 +3,13 @@ import json
 import pytest
 
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM
-from agent.settings import Settings
+from agent.settings import Settings, load_settings
 from agent.state import INSUFFICIENT, Claim, Verdict
 from corpus.store import Library
 from tests.tools.conftest import keyword_summary, make_ctx
 from tools.base import ToolRetry, tool
 from tools.gather_evidence import gather_evidence, quote_in
-from tools.generate_answer import generate_answer
+from tools.generate_answer import generate_answer, offered_evidence, polarity_options
 from tools.verify_citations import verify_citations
 
 
@@ -186,8 +186,12 @@ OPTIONS = ["Osimertinib", "Gefitinib", "Aspirin", INSUFFICIENT]
 QUESTION = "Which inhibitor remains active against tumours carrying EGFR T790M?"
 
 
+def mc_mode(settings: Settings, mode: str) -> Settings:
+    return settings.model_copy(update={"answer": settings.answer.model_copy(update={"mc_mode": mode})})
+
+
 async def test_multiple_choice_pick_is_verified(library: Library, settings: Settings) -> None:
-    ctx = make_ctx(library, settings, question=QUESTION, options=OPTIONS)
+    ctx = make_ctx(library, mc_mode(settings, "pick"), question=QUESTION, options=OPTIONS)
     await gather_evidence(ctx, question=QUESTION)
     egfr = key_of(ctx, "T790M")
     ctx.llms["answer"] = ScriptedLLM([{"choice": "A", "citations": [egfr], "quote": ""}])
@@ -202,7 +206,7 @@ async def test_multiple_choice_unsupported_pick_becomes_insufficient(
 ) -> None:
     ctx = make_ctx(
         library,
-        settings,
+        mc_mode(settings, "pick"),
         question=QUESTION,
         options=OPTIONS,
         judge=FunctionLLM(lambda r: "No", score_function=lambda r: 0.1),
@@ -219,7 +223,7 @@ async def test_multiple_choice_pick_cited_to_the_wrong_passage_is_not_reattribut
 ) -> None:
     """The pick must be supported by the passage it cites; another passage "supporting" it
     does not rescue it (free claims are re-attributed, picks are not)."""
-    ctx = make_ctx(library, settings, question=QUESTION, options=OPTIONS)
+    ctx = make_ctx(library, mc_mode(settings, "pick"), question=QUESTION, options=OPTIONS)
     await gather_evidence(ctx, question=QUESTION)
     ctx.llms["answer"] = ScriptedLLM(
         [{"choice": "A", "citations": [key_of(ctx, "TP53 encodes")], "quote": ""}]
@@ -231,9 +235,7 @@ async def test_multiple_choice_pick_cited_to_the_wrong_passage_is_not_reattribut
 
 
 async def test_multiple_choice_judge_mode_scores_every_option(library: Library, settings: Settings) -> None:
-    judge_mode = settings.model_copy(
-        update={"answer": settings.answer.model_copy(update={"mc_mode": "judge"})}
-    )
+    judge_mode = mc_mode(settings, "judge")
 
     def judge(req: Request) -> float:
         claim = req.messages[-1].content.split("Claim:")[1]
@@ -251,6 +253,139 @@ async def test_multiple_choice_judge_mode_scores_every_option(library: Library, 
     await generate_answer(ctx)
     assert ctx.state.choice == "A"
     assert {u.role for u in ctx.state.usage} == {"summary", "judge"}  # no answer-model call
+
+
+async def test_judge_mode_abstains_when_two_options_are_equally_supported(
+    library: Library, settings: Settings
+) -> None:
+    """The keyword judge finds both Osimertinib and Gefitinib in the EGFR passage: no clear lead."""
+    ctx = make_ctx(library, mc_mode(settings, "judge"), question=QUESTION, options=OPTIONS)
+    await gather_evidence(ctx, question=QUESTION)
+    observation = await generate_answer(ctx)
+    assert ctx.state.choice == "D" and ctx.state.claims == []
+    assert "runner-up 0.92" in observation
+
+
+async def test_judge_mode_pick_is_verified_against_the_passage_it_came_from(
+    library: Library, settings: Settings
+) -> None:
+    def judge(req: Request) -> float:
+        claim = req.messages[-1].content.split("Claim:")[1]
+        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+        return 0.9 if "Osimertinib" in claim and "Osimertinib remains active" in passage else 0.2
+
+    ctx = make_ctx(
+        library,
+        mc_mode(settings, "judge"),
+        question=QUESTION,
+        options=OPTIONS,
+        judge=FunctionLLM(lambda r: "No", score_function=judge),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    await generate_answer(ctx)
+    await verify_citations(ctx)
+    claim = ctx.state.claims[0]
+    assert ctx.state.choice == "A" and claim.verdict == Verdict.supported
+    assert claim.citations == [key_of(ctx, "T790M")]
+
+
+def test_the_default_preset_scores_options_with_the_judge() -> None:
+    assert load_settings(environ={}).answer.mc_mode == "hybrid"
+
+
+@pytest.mark.parametrize(("pick", "expected"), [("A", "A"), ("B", "D")])
+async def test_hybrid_mode_settles_a_small_lead_with_the_answer_models_pick(
+    library: Library, settings: Settings, pick: str, expected: str
+) -> None:
+    """Osimertinib leads Gefitinib by 0.05 (under the 0.1 margin): the pick must agree to answer."""
+
+    def judge(req: Request) -> float:
+        claim = req.messages[-1].content.split("Claim:")[1]
+        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+        if "T790M" not in passage:
+            return 0.1
+        return 0.85 if "Osimertinib" in claim else 0.8 if "Gefitinib" in claim else 0.1
+
+    ctx = make_ctx(
+        library,
+        mc_mode(settings, "hybrid"),
+        question=QUESTION,
+        options=OPTIONS,
+        judge=FunctionLLM(lambda r: "No", score_function=judge),
+        answer=ScriptedLLM([{"choice": pick, "citations": [], "quote": ""}]),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    observation = await generate_answer(ctx)
+    assert ctx.state.choice == expected
+    assert ("agree" in observation) == (expected == "A")
+    await verify_citations(ctx)
+    assert ctx.state.choice == expected
+
+
+async def test_a_passage_whose_summary_failed_is_still_offered_after_the_scored_ones(
+    library: Library, settings: Settings
+) -> None:
+    def summary(req: Request) -> object:
+        passage = req.messages[-1].content
+        if "TP53 encodes" in passage:
+            return '{"summary": "cut off'  # truncated JSON, as a small model out of tokens writes it
+        return keyword_summary(req)
+
+    ctx = make_ctx(library, settings, question=QUESTION, summary=FunctionLLM(summary))
+    await gather_evidence(ctx, question=QUESTION)
+    offered = offered_evidence(ctx.state, min_score=5, k=5)
+    failed = [e for e in ctx.state.evidence.values() if e.error]
+    assert len(failed) == 1 and offered[-1].key == failed[0].key
+    assert offered[0].key == key_of(ctx, "T790M")
+
+
+async def test_hybrid_mode_lets_the_answer_model_break_a_yes_no_judges_tie(
+    library: Library, settings: Settings
+) -> None:
+    """An API judge answers Yes or No (P 1 or 0): two options can tie at the top."""
+
+    def judge(req: Request) -> float:
+        claim = req.messages[-1].content.split("Claim:")[1]
+        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+        tied = "Osimertinib" in claim or "Gefitinib" in claim
+        return 1.0 if "T790M" in passage and tied else 0.0
+
+    ctx = make_ctx(
+        library,
+        mc_mode(settings, "hybrid"),
+        question=QUESTION,
+        options=OPTIONS,
+        judge=FunctionLLM(lambda r: "No", score_function=judge),
+        answer=ScriptedLLM([{"choice": "B", "citations": [], "quote": ""}]),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    await generate_answer(ctx)
+    assert ctx.state.choice == "B" and ctx.state.claims[0].citations == [key_of(ctx, "T790M")]
+
+
+def test_verdict_options_are_recognised() -> None:
+    assert polarity_options(["yes", "no", "maybe", INSUFFICIENT])
+    assert polarity_options(["Supported", "refuted", INSUFFICIENT])
+    assert not polarity_options(["Osimertinib", "no", INSUFFICIENT])
+    assert not polarity_options([INSUFFICIENT])
+
+
+async def test_hybrid_mode_lets_the_answer_model_pick_a_verdict(library: Library, settings: Settings) -> None:
+    """The judge leans to Yes for "Answer: yes" and "Answer: no" alike; the pick decides, then is verified."""
+    claim = "Does osimertinib remain active against tumours carrying EGFR T790M?"
+    ctx = make_ctx(
+        library,
+        mc_mode(settings, "hybrid"),
+        question=claim,
+        options=["yes", "no", INSUFFICIENT],
+        answer=ScriptedLLM([{"choice": "A", "citations": [], "quote": ""}]),
+        judge=FunctionLLM(lambda r: "No", score_function=lambda r: 0.9),
+    )
+    await gather_evidence(ctx, question=claim)
+    observation = await generate_answer(ctx)
+    assert observation.startswith("Chose A) yes")
+    await verify_citations(ctx)
+    assert ctx.state.choice == "A" and ctx.state.claims[0].verdict == Verdict.supported
 
 
 def test_tool_schema_comes_from_the_docstring() -> None:
