@@ -237,7 +237,8 @@ def metrics(rows: Sequence[Graded], k: int = 5) -> dict[str, Any]:
     return {
         "n": n,
         "accuracy": sum(r.correct for r in rows) / n,
-        "precision": (sum(r.correct for r in answered) / len(answered)) if answered else 0.0,
+        # nothing answered has no precision (shown "–"), not a precision of 0
+        "precision": (sum(r.correct for r in answered) / len(answered)) if answered else None,
         "coverage": len(answered) / n,
         "abstention_accuracy": (sum(r.correct for r in unanswerable) / len(unanswerable))
         if unanswerable

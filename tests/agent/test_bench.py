@@ -119,6 +119,12 @@ def test_metrics_on_hand_made_results() -> None:
     assert m["median_seconds"] == 25.0
 
 
+def test_a_run_that_answered_nothing_has_no_precision() -> None:
+    """All abstentions (a withheld-sources run): precision is undefined, shown "–", not 0%."""
+    m = metrics([graded(True, False, answerable=False), graded(False, False)])
+    assert m["precision"] is None and m["coverage"] == 0.0 and m["accuracy"] == 0.5
+
+
 def test_grade_abstention_and_gold_rank() -> None:
     options = ["Aspirin", INSUFFICIENT, "Osimertinib"]
     ev = Evidence(key="k", chunk_id="c", doc_id="gold", paper_key="P", text="t")
