@@ -1,4 +1,5 @@
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -7,7 +8,7 @@ from agent.settings import Settings, load_settings
 from agent.state import INSUFFICIENT, Claim, Verdict
 from corpus.store import Library
 from tests.tools.conftest import keyword_summary, make_ctx
-from tools.base import ToolRetry, tool
+from tools.base import ToolContext, ToolRetry, tool
 from tools.gather_evidence import gather_evidence, quote_in
 from tools.generate_answer import generate_answer, offered_evidence, polarity_options
 from tools.verify_citations import verify_citations
@@ -234,25 +235,32 @@ async def test_multiple_choice_pick_cited_to_the_wrong_passage_is_not_reattribut
     assert ctx.state.report.repaired == 0
 
 
+def judge_of(score: Callable[[str, str], float]) -> FunctionLLM:
+    """A judge whose P(Yes) is ``score(claim, passage)``."""
+
+    def p_yes(req: Request) -> float:
+        content = req.messages[-1].content
+        return score(content.split("Claim:")[1], content.split("<passage>")[1].split("</passage>")[0])
+
+    return FunctionLLM(lambda r: "No", score_function=p_yes)
+
+
 async def test_multiple_choice_judge_mode_scores_every_option(library: Library, settings: Settings) -> None:
-    judge_mode = mc_mode(settings, "judge")
-
-    def judge(req: Request) -> float:
-        claim = req.messages[-1].content.split("Claim:")[1]
-        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
-        return 0.9 if "Osimertinib" in claim and "Osimertinib remains active" in passage else 0.2
-
     ctx = make_ctx(
         library,
-        judge_mode,
+        mc_mode(settings, "judge"),
         question=QUESTION,
         options=OPTIONS,
-        judge=FunctionLLM(lambda r: "No", score_function=judge),
+        judge=judge_of(lambda c, p: 0.9 if "Osimertinib" in c and "Osimertinib remains active" in p else 0.2),
     )
     await gather_evidence(ctx, question=QUESTION)
     await generate_answer(ctx)
     assert ctx.state.choice == "A"
     assert {u.role for u in ctx.state.usage} == {"summary", "judge"}  # no answer-model call
+    await verify_citations(ctx)  # the option is verified against the passage it came from
+    claim = ctx.state.claims[0]
+    assert ctx.state.choice == "A" and claim.verdict == Verdict.supported
+    assert claim.citations == [key_of(ctx, "T790M")]
 
 
 async def test_judge_mode_abstains_when_two_options_are_equally_supported(
@@ -266,31 +274,24 @@ async def test_judge_mode_abstains_when_two_options_are_equally_supported(
     assert "runner-up 0.92" in observation
 
 
-async def test_judge_mode_pick_is_verified_against_the_passage_it_came_from(
-    library: Library, settings: Settings
-) -> None:
-    def judge(req: Request) -> float:
-        claim = req.messages[-1].content.split("Claim:")[1]
-        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
-        return 0.9 if "Osimertinib" in claim and "Osimertinib remains active" in passage else 0.2
-
-    ctx = make_ctx(
-        library,
-        mc_mode(settings, "judge"),
-        question=QUESTION,
-        options=OPTIONS,
-        judge=FunctionLLM(lambda r: "No", score_function=judge),
-    )
-    await gather_evidence(ctx, question=QUESTION)
-    await generate_answer(ctx)
-    await verify_citations(ctx)
-    claim = ctx.state.claims[0]
-    assert ctx.state.choice == "A" and claim.verdict == Verdict.supported
-    assert claim.citations == [key_of(ctx, "T790M")]
-
-
 def test_the_default_preset_scores_options_with_the_judge() -> None:
     assert load_settings(environ={}).answer.mc_mode == "hybrid"
+
+
+async def hybrid_ctx(
+    library: Library, settings: Settings, judge: Callable[[str, str], float], pick: str
+) -> ToolContext:
+    """Hybrid mode on the EGFR question, evidence gathered; the answer model will pick ``pick``."""
+    ctx = make_ctx(
+        library,
+        mc_mode(settings, "hybrid"),
+        question=QUESTION,
+        options=OPTIONS,
+        judge=judge_of(judge),
+        answer=ScriptedLLM([{"choice": pick, "citations": [], "quote": ""}]),
+    )
+    await gather_evidence(ctx, question=QUESTION)
+    return ctx
 
 
 @pytest.mark.parametrize(("pick", "expected"), [("A", "A"), ("B", "D")])
@@ -299,22 +300,12 @@ async def test_hybrid_mode_settles_a_small_lead_with_the_answer_models_pick(
 ) -> None:
     """Osimertinib leads Gefitinib by 0.05 (under the 0.1 margin): the pick must agree to answer."""
 
-    def judge(req: Request) -> float:
-        claim = req.messages[-1].content.split("Claim:")[1]
-        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+    def judge(claim: str, passage: str) -> float:
         if "T790M" not in passage:
             return 0.1
         return 0.85 if "Osimertinib" in claim else 0.8 if "Gefitinib" in claim else 0.1
 
-    ctx = make_ctx(
-        library,
-        mc_mode(settings, "hybrid"),
-        question=QUESTION,
-        options=OPTIONS,
-        judge=FunctionLLM(lambda r: "No", score_function=judge),
-        answer=ScriptedLLM([{"choice": pick, "citations": [], "quote": ""}]),
-    )
-    await gather_evidence(ctx, question=QUESTION)
+    ctx = await hybrid_ctx(library, settings, judge, pick)
     observation = await generate_answer(ctx)
     assert ctx.state.choice == expected
     assert ("agree" in observation) == (expected == "A")
@@ -344,21 +335,11 @@ async def test_hybrid_mode_lets_the_answer_model_break_a_yes_no_judges_tie(
 ) -> None:
     """An API judge answers Yes or No (P 1 or 0): two options can tie at the top."""
 
-    def judge(req: Request) -> float:
-        claim = req.messages[-1].content.split("Claim:")[1]
-        passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+    def judge(claim: str, passage: str) -> float:
         tied = "Osimertinib" in claim or "Gefitinib" in claim
         return 1.0 if "T790M" in passage and tied else 0.0
 
-    ctx = make_ctx(
-        library,
-        mc_mode(settings, "hybrid"),
-        question=QUESTION,
-        options=OPTIONS,
-        judge=FunctionLLM(lambda r: "No", score_function=judge),
-        answer=ScriptedLLM([{"choice": "B", "citations": [], "quote": ""}]),
-    )
-    await gather_evidence(ctx, question=QUESTION)
+    ctx = await hybrid_ctx(library, settings, judge, "B")
     await generate_answer(ctx)
     assert ctx.state.choice == "B" and ctx.state.claims[0].citations == [key_of(ctx, "T790M")]
 
