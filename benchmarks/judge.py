@@ -59,7 +59,8 @@ def at_threshold(scores: list[float], labels: list[int], kinds: list[str], t: fl
     }
 
 
-def pairs(per_label: int, seed: int) -> list[tuple[str, str, str]]:
+def pairs(per_label: int, seed: int, exclude: frozenset[str] = frozenset()) -> list[tuple[str, str, str]]:
+    """Supported, refuted and unrelated (claim, abstract, kind) triples; ``exclude`` lists claims to skip."""
     abstracts = {}
     with gzip.open(DATA / "corpus" / "scifact-abstracts.jsonl.gz", "rt") as fh:
         for line in fh:
@@ -71,6 +72,8 @@ def pairs(per_label: int, seed: int) -> list[tuple[str, str, str]]:
         row = json.loads(line)
         if row.get("ideal") in by_label and row["sources"][0] in abstracts:
             claim = row["question"].split("Claim:", 1)[1].strip()
+            if claim in exclude:
+                continue
             by_label[row["ideal"]].append((claim, abstracts[row["sources"][0]], row["ideal"]))
     out = []
     ids = list(abstracts)
@@ -98,9 +101,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="local:qwen2.5-coder-1.5b")
     ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument(
+        "--held-out-from",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="leave out every claim of the --per-label sample drawn with SEED (a threshold chosen on "
+        "that sample is then tested on claims it never saw)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    data = pairs(args.per_label, args.seed)
+    seen = frozenset()
+    if args.held_out_from is not None:
+        seen = frozenset(c for c, _, _ in pairs(args.per_label, args.held_out_from))
+    data = pairs(args.per_label, args.seed, seen)
     labels = [1 if k == "supported" else 0 for _, _, k in data]
     kinds = [k for _, _, k in data]
     embedder = make_embedder("minilm")
@@ -117,6 +131,8 @@ def main() -> None:
     )
     report = {
         "pairs": len(data),
+        "seed": args.seed,
+        "held_out_from": args.held_out_from,
         "by_kind": {k: kinds.count(k) for k in set(kinds)},
         "judge": {
             "model": args.model,
