@@ -40,8 +40,12 @@ test: lint typecheck pytest
 bench-local:
 	$(PY) benchmarks/local_overhead.py
 
+# The grounding core's measurement: 20 seeded LitQA2 questions over the mixed corpus, offline
+# default, scholarloop beside paper-qa (~35 min on 2 cores, after the ~7 min index build).
+SEED ?= 4
 bench-litqa2:
-	$(BIN)/scholarloop -c litqa2 bench $(DATA)/sets/litqa2-train.jsonl --corpus $(DATA)/corpus --limit 20 --seed 0 --out bench-out/litqa2
+	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl --corpus $(DATA)/corpus --limit 20 --seed $(SEED) \
+		--system scholarloop --system paperqa --out bench-out/litqa2-seed$(SEED)
 
 # scholarloop and paper-qa side by side on the same seeded samples, offline default (~75 min on 2 cores
 # for N=10), then the same LitQA2 sample with each question's sources withheld.

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.llm.types import Message, ToolCall
-from agent.state import RunState
+from agent.state import Evidence, RunState
 from tools.base import Tool, ToolContext
+from tools.generate_answer import offered_evidence
 
 __all__ = ["Action", "LLMPolicy", "PipelinePolicy", "Policy", "Rules", "reformulate"]
 
@@ -66,6 +67,8 @@ class Rules:
     searched_since_gather: bool = False
     answered: bool = False
     verified: bool = False
+    answered_from: frozenset[str] | None = None  # the evidence keys the last answer was offered
+    offering: frozenset[str] | None = None  # the keys of the answer being written
 
     def after(self, tool: str) -> None:
         if tool == "paper_search":
@@ -74,6 +77,7 @@ class Rules:
             self.searched_since_gather = False
         elif tool == "generate_answer":
             self.answered, self.verified = True, False
+            self.answered_from = self.offering
         elif tool == "verify_citations":
             self.verified = True
 
@@ -102,7 +106,11 @@ class Policy(Protocol):
 
 
 class PipelinePolicy:
-    """search → gather → (re-search → gather)* → answer → verify → (regenerate | re-search)*."""
+    """search → gather → (re-search → gather)* → answer → verify → (regenerate | re-search)*.
+
+    A re-search that leaves the answer step's evidence unchanged ends the run: answering the
+    same evidence again would repeat the answer that failed.
+    """
 
     async def next_action(
         self, ctx: ToolContext, rules: Rules, observations: list[tuple[Action, str]]
@@ -134,8 +142,19 @@ class PipelinePolicy:
                     else "claims failed: search again",
                 )
         if not rules.answered:
+            offered = frozenset(e.key for e in _offered(ctx))
+            if offered == rules.answered_from:
+                # the re-search found nothing the answer step would see: at temperature 0 it would
+                # write the answer that just failed again (seen on PubMedQA: three identical rounds)
+                return None
+            rules.offering = offered
             return Action("generate_answer", {}, reason="answer from the evidence")
         return None
+
+
+def _offered(ctx: ToolContext) -> list[Evidence]:
+    cfg = ctx.settings
+    return offered_evidence(ctx.state, min_score=cfg.evidence.min_score, k=cfg.answer.evidence_k)
 
 
 AGENT_SYSTEM = (

@@ -8,7 +8,7 @@ from agent.api import aask_many, ask, ask_many
 from agent.errors import ProviderUnavailableError
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM, tool_call
 from agent.settings import Settings
-from agent.state import Answer, Status, Verdict
+from agent.state import INSUFFICIENT, Answer, Status, Verdict
 from tests.agent.conftest import good_answer, keyword_summary, make_session
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"
@@ -90,6 +90,22 @@ async def test_citation_check_fails_then_regeneration_passes(index_dir: Path, se
     assert tools[-4:] == ["generate_answer", "verify_citations", "generate_answer", "verify_citations"]
     assert result.status == Status.answered and "Osimertinib" in result.answer
     assert "Aspirin" not in result.answer
+
+
+async def test_a_re_search_that_finds_nothing_new_does_not_answer_again(
+    index_dir: Path, settings: Settings
+) -> None:
+    """The pick fails verification; the re-search reads the same three passages, so answering
+    again at temperature 0 would repeat the failed pick: the run ends in one answer."""
+    pick_mode = settings.with_overrides(answer__mc_mode="pick")
+    picks = ScriptedLLM([{"choice": "B", "citations": [], "quote": ""}])  # a second call would fail
+    session = make_session(
+        index_dir, pick_mode, answer=picks, judge=FunctionLLM(lambda r: "No", score_function=lambda r: 0.1)
+    )
+    answer = await session.ask(Q, options=["Osimertinib", "Aspirin"])
+    tools = [s.tool for s in answer.trace]
+    assert tools.count("generate_answer") == 1 and tools.count("paper_search") == 2
+    assert answer.status == Status.insufficient_evidence and answer.choice_text == INSUFFICIENT
 
 
 @pytest.mark.parametrize(
