@@ -17,7 +17,7 @@ from typing import Any
 from agent.errors import ScholarloopError
 from agent.policy import Action, Policy, Rules
 from agent.render import references, render_text, status_of
-from agent.state import Answer, Claim, Status, Step
+from agent.state import Answer, Claim, Status, Step, no_answer
 from tools.base import Tool, ToolContext, ToolRetry
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer, insufficient_letter
@@ -120,6 +120,8 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
             state.claims, state.choice, state.summary = best
         else:
             state.claims = []
+            if not state.options:
+                state.summary = no_answer("the run ended before its draft was verified")
             if state.options:
                 state.choice = insufficient_letter(state.options) if status is not None else state.choice
     final = status or status_of(state)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from agent.state import INSUFFICIENT, Answer, Claim, Evidence, Reference, RunState, Status
+from agent.state import INSUFFICIENT, NO_ANSWER, Answer, Claim, Evidence, Reference, RunState, Status
 from corpus.models import Paper
 
 __all__ = ["bibtex", "reference_entry", "render_text", "to_markdown"]
@@ -63,7 +63,9 @@ def render_text(state: RunState) -> str:
         cites = "".join(f" [{k}]" for c in claims for k in _valid(c, state.evidence))
         return f"{letter}) {text}{cites}" if letter else INSUFFICIENT
     if not claims:
-        return state.summary or "Insufficient evidence to answer the question."
+        # The model's own summary is never checked: without a verified claim only scholarloop's
+        # insufficient-evidence reason is shown (the summary may repeat a claim that failed).
+        return state.summary if state.summary.startswith(NO_ANSWER) else f"{NO_ANSWER} the question."
     sentences = []
     for claim in claims:
         body = claim.text.rstrip().rstrip(".")

@@ -17,6 +17,7 @@ from corpus.models import Paper
 
 __all__ = [
     "INSUFFICIENT",
+    "NO_ANSWER",
     "Answer",
     "CitationCheck",
     "Claim",
@@ -28,9 +29,17 @@ __all__ = [
     "Step",
     "Verdict",
     "VerificationReport",
+    "no_answer",
 ]
 
 INSUFFICIENT = "Insufficient information to answer the question"
+# What a free-form run says when no claim survives. Text that starts with it was written by
+# scholarloop, not by a model, so it is the only summary shown without a verified claim.
+NO_ANSWER = "Insufficient evidence to answer"
+
+
+def no_answer(reason: str) -> str:
+    return f"{NO_ANSWER}: {reason}"
 
 
 class Status(StrEnum):

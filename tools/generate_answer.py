@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.errors import LLMError, ToolError
 from agent.prompts import answer_messages, judge_messages, mc_messages
-from agent.state import INSUFFICIENT, Claim, Evidence, RunState
+from agent.state import INSUFFICIENT, Claim, Evidence, RunState, no_answer
 from tools.base import ToolContext, tool
 
 __all__ = [
@@ -87,7 +87,7 @@ def polarity_options(options: list[str]) -> bool:
 
 def _set_insufficient(state: RunState, reason: str) -> None:
     state.claims = []
-    state.summary = f"Insufficient evidence to answer: {reason}"
+    state.summary = no_answer(reason)
     if state.options:
         state.choice = insufficient_letter(state.options)
 

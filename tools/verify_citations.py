@@ -21,7 +21,7 @@ tells the loop whether to regenerate or to search again.
 from __future__ import annotations
 
 from agent.prompts import contradiction_messages, judge_messages
-from agent.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport
+from agent.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport, no_answer
 from tools.base import ToolContext, tool
 from tools.gather_evidence import normalise, quote_in
 from tools.generate_answer import insufficient_letter
@@ -174,6 +174,8 @@ def repair(state: RunState, report: VerificationReport) -> None:
     if state.options and state.choice and state.choice != insufficient_letter(state.options) and not kept:
         state.choice = insufficient_letter(state.options)
         state.summary = "The chosen option was not supported by its cited evidence."
+    elif not state.options and not kept:
+        state.summary = no_answer("no drafted claim is supported by the passage it cites")
 
 
 @tool

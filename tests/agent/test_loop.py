@@ -167,6 +167,28 @@ async def test_truncation_keeps_the_best_verified_answer(index_dir: Path, settin
     assert result.claims[0].verdict == Verdict.supported and "Aspirin" not in result.answer
 
 
+async def test_an_unverified_summary_never_becomes_the_answer(index_dir: Path, settings: Settings) -> None:
+    """Every draft claim fails verification, but the draft's summary repeats it with a citation.
+
+    The summary was never checked, so the user sees an insufficient-evidence answer, not it
+    (seen on the demo PDFs: the failed claim came back as the summary of a truncated run)."""
+    bad = "Aspirin cures lung cancer"
+
+    def answer(req: Request) -> object:
+        return {
+            "claims": [{"text": f"{bad}.", "citations": ["Egfr2017 p. 1"], "quote": ""}],
+            "summary": f"{bad} [Egfr2017 p. 1].",
+            "limitations": "",
+        }
+
+    for cap in (100, 5):  # ends by giving up; ends on the budget right after a draft
+        capped = settings.with_overrides(agent={"max_steps": cap})
+        result = await make_session(index_dir, capped, answer=FunctionLLM(answer)).ask(Q)
+        assert bad not in result.answer and result.claims == []
+        assert result.answer.startswith("Insufficient evidence")
+        assert result.status in {Status.insufficient_evidence, Status.truncated}
+
+
 async def test_provider_error_mid_run_is_retried(index_dir: Path, settings: Settings) -> None:
     flaky = ScriptedLLM([ProviderUnavailableError("503 from provider")], retry=None)
     flaky.retry = flaky.retry.__class__(max_retries=0)
