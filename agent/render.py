@@ -53,6 +53,27 @@ def _valid(claim: Claim, evidence: dict[str, Evidence]) -> list[str]:
     return [k for k in claim.citations if k in evidence]
 
 
+def _found(state: RunState, k: int = 3, chars: int = 200) -> str:
+    """What was read, best first, for an answer that has to say "insufficient evidence".
+
+    Only the papers' own words are shown: the quote the summary step verified in the chunk,
+    else the chunk's opening. A model's summary is unchecked, so it is never presented as what
+    a paper says.
+    """
+    read = sorted(state.evidence.values(), key=lambda e: (-e.score, -e.retrieval_score))[:k]
+    if not read:
+        return ""
+    lines = ["Passages read (not enough to answer):"]
+    for e in read:
+        text = " ".join((e.quote or e.text).split())
+        if len(text) > chars:
+            text = text[:chars].rsplit(" ", 1)[0] + " …"
+        paper = state.papers.get(e.doc_id)
+        title = f" {paper.title.rstrip('.')}." if paper is not None and paper.title else ""
+        lines.append(f'- [{e.key}]{title} "{text}"')
+    return "\n".join(lines)
+
+
 def render_text(state: RunState) -> str:
     claims = [c for c in state.claims if _valid(c, state.evidence)]
     if state.options:
@@ -65,7 +86,9 @@ def render_text(state: RunState) -> str:
     if not claims:
         # The model's own summary is never checked: without a verified claim only scholarloop's
         # insufficient-evidence reason is shown (the summary may repeat a claim that failed).
-        return state.summary if state.summary.startswith(NO_ANSWER) else f"{NO_ANSWER} the question."
+        reason = state.summary if state.summary.startswith(NO_ANSWER) else f"{NO_ANSWER} the question."
+        found = _found(state)
+        return f"{reason}\n\n{found}" if found else reason
     sentences = []
     for claim in claims:
         body = claim.text.rstrip().rstrip(".")

@@ -49,13 +49,27 @@ def _plausible_title(title: str) -> bool:
     return len(re.findall(r"[A-Za-z]{2,}", title)) >= 3 and not _HEADER.search(title)
 
 
+# A title line runs on to the next when it ends in one of these ("... Evaluation of" /
+# "Faithfulness in Long-form Summarization") or the next line starts in lower case. Author
+# lines start with a capital after a complete line, so they are not swallowed.
+_RUNS_ON = re.compile(r"(?i)(\b(of|for|in|and|the|to|with|on|a|an|from|by|via|at)|[:\-–])$")
+
+
 def _guess_title(first_page: str) -> str | None:
-    """A title-like line near the top of page 1: several words, not a journal header."""
-    for line in first_page.splitlines()[:15]:
-        line = line.strip()
+    """A title-like line near the top of page 1 (several words, not a journal header), with the
+    lines it runs on to."""
+    lines = [line.strip() for line in first_page.splitlines()[:15]]
+    for i, line in enumerate(lines):
         words = line.split()
         if 4 <= len(words) <= 30 and not _DOI.search(line) and not _HEADER.search(line):
-            return line
+            title = line
+            for nxt in lines[i + 1 : i + 5]:
+                if not nxt or _HEADER.search(nxt) or _DOI.search(nxt) or len(nxt.split()) > 15:
+                    break
+                if not (_RUNS_ON.search(title) or nxt[0].islower()):
+                    break
+                title = f"{title} {nxt}"
+            return title
     return None
 
 

@@ -58,6 +58,11 @@ async def test_gate_never_passes_gives_insufficient_evidence(index_dir: Path, se
     answer = await make_session(index_dir, settings, summary=low).ask(Q)
     assert answer.status == Status.insufficient_evidence
     assert answer.claims == [] and "Insufficient evidence" in answer.answer
+    # with what was found: the passages' own words under their keys, never the model's summaries
+    found = answer.answer.split("Passages read (not enough to answer):\n", 1)[1].splitlines()
+    assert len(found) == 3 and all(line.startswith("- [") for line in found)
+    assert {line[3 : line.index("]")] for line in found} <= {e.key for e in answer.evidence}
+    assert "unrelated" not in answer.answer
     assert sum(s.tool == "paper_search" for s in answer.trace) == 1 + settings.agent.max_requery_rounds
 
 

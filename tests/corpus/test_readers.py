@@ -171,3 +171,30 @@ def test_the_shared_pdfs_all_read(shared_data: Path) -> None:
         assert isinstance(doc, Document), doc
         assert doc.paper.n_pages and doc.paper.n_pages >= 4
         assert sum(len(p.text) for p in doc.pages) > 10_000
+
+
+def test_a_title_broken_over_two_lines_is_joined() -> None:
+    from corpus.readers import _guess_title
+
+    page = (
+        "Proceedings of the 17th Conference, pages 1650-1669\n"
+        "LONGEVAL: Guidelines for Human Evaluation of\n"
+        "Faithfulness in Long-form Summarization\n"
+        "Kalpesh Krishna Erin Bransom\n"
+    )
+    assert (
+        _guess_title(page)
+        == "LONGEVAL: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization"
+    )
+    # a next line that starts in lower case continues the title (Clinical Science, 2014)
+    lines = [
+        "Fragment-based design for the development",
+        "of N-domain-selective angiotensin-1-converting",
+        "enzyme inhibitors",
+        "Ross G. DOUGLAS, Rajni K. SHARMA",
+    ]
+    assert _guess_title("\n".join(lines)) == " ".join(lines[:3])
+    # a complete title line is not run on into the authors
+    assert _guess_title("S2ORC: The Semantic Scholar Open Research Corpus\nKyle Lo Lucy Lu Wang\n") == (
+        "S2ORC: The Semantic Scholar Open Research Corpus"
+    )
