@@ -66,6 +66,9 @@ def _found(state: RunState, k: int = 3, chars: int = 200) -> str:
     lines = ["Passages read (not enough to answer):"]
     for e in read:
         text = " ".join((e.quote or e.text).split())
+        start = re.search(r"[.!?] (?=[A-Z])", text[:150])
+        if not e.quote and text[:1].islower() and start:  # a chunk cut mid-sentence: start at the next
+            text = text[start.end() :]
         if len(text) > chars:
             text = text[:chars].rsplit(" ", 1)[0] + " …"
         paper = state.papers.get(e.doc_id)
