@@ -120,10 +120,10 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
             state.claims, state.choice, state.summary = best
         else:
             state.claims = []
-            if not state.options:
-                state.summary = no_answer("the run ended before its draft was verified")
             if state.options:
                 state.choice = insufficient_letter(state.options) if status is not None else state.choice
+            else:
+                state.summary = no_answer("the run ended before its draft was verified")
     final = status or status_of(state)
     if final == Status.failed and best is not None:
         final = Status.truncated

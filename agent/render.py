@@ -60,7 +60,9 @@ def _found(state: RunState, k: int = 3, chars: int = 200) -> str:
     else the chunk's opening. A model's summary is unchecked, so it is never presented as what
     a paper says.
     """
-    read = sorted(state.evidence.values(), key=lambda e: (-e.score, -e.retrieval_score))[:k]
+    from tools.generate_answer import offered_evidence  # tools import agent: resolve at call time
+
+    read = offered_evidence(state, min_score=0, k=k)  # ranked as the answer step ranks them
     if not read:
         return ""
     lines = ["Passages read (not enough to answer):"]
