@@ -119,11 +119,11 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
         if best is not None:
             state.claims, state.choice, state.summary = best
         else:
-            state.claims = []
             if state.options:
                 state.choice = insufficient_letter(state.options) if status is not None else state.choice
-            else:
+            elif state.claims:  # a draft the run never checked (no draft: keep the reason given)
                 state.summary = no_answer("the run ended before its draft was verified")
+            state.claims = []
     final = status or status_of(state)
     if final == Status.failed and best is not None:
         final = Status.truncated

@@ -58,6 +58,7 @@ async def test_gate_never_passes_gives_insufficient_evidence(index_dir: Path, se
     answer = await make_session(index_dir, settings, summary=low).ask(Q)
     assert answer.status == Status.insufficient_evidence
     assert answer.claims == [] and "Insufficient evidence" in answer.answer
+    assert "scored ≥" in answer.answer.splitlines()[0]  # the gate's reason, not a generic one
     # with what was found: the passages' own words under their keys, never the model's summaries
     found = answer.answer.split("Passages read (not enough to answer):\n", 1)[1].splitlines()
     assert len(found) == 3 and all(line.startswith("- [") for line in found)
