@@ -17,13 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ConfigError, ScholarloopError
+from agent.core.errors import ConfigError, ScholarloopError
+from agent.core.evidence import is_insufficient
+from agent.core.settings import Settings, load_settings
+from agent.core.state import INSUFFICIENT, Answer, RunState, Status
 from agent.llm.base import BaseLLM
 from agent.llm.factory import resolve_role_llms
 from agent.loop import TOOLS, run_loop
 from agent.policy import LLMPolicy, PipelinePolicy, Policy
-from agent.settings import Settings, load_settings
-from agent.state import INSUFFICIENT, Answer, RunState, Status
 from corpus.search import Filters, LocalSearch
 from corpus.store import Library
 from tools.base import ToolContext
@@ -117,7 +118,7 @@ class Session:
         on_event: EventCallback | None = None,
     ) -> Answer:
         opts = list(options) if options else None
-        if opts is not None and not any(o.strip().lower().startswith("insufficient") for o in opts):
+        if opts is not None and not any(is_insufficient(o) for o in opts):
             opts.append(INSUFFICIENT)
         base = Filters(exclude_doc_ids=set(exclude_doc_ids))
         ctx = ToolContext(
@@ -158,9 +159,42 @@ def _run_sync(coro_factory: Callable[[], Any]) -> Any:
         return pool.submit(lambda: asyncio.run(coro_factory())).result()
 
 
-def ask(question: str, **kwargs: Any) -> Answer:
-    """Answer one question; works in a plain REPL and inside Jupyter's running loop."""
-    result: Answer = _run_sync(lambda: aask(question, **kwargs))
+def ask(
+    question: str,
+    *,
+    papers: str | Path | None = None,
+    index: str | Path | None = None,
+    online: bool = False,
+    settings: Settings | None = None,
+    options: Sequence[str] | None = None,
+    on_event: EventCallback | None = None,
+    **overrides: Any,
+) -> Answer:
+    """Answer one question; works in a plain REPL and inside Jupyter's running loop.
+
+    Args:
+        question: the question, in plain words.
+        papers: a folder (or file) of PDFs/text/JSONL, indexed once under the scholarloop home.
+        index: an index built with ``scholarloop index build`` (instead of ``papers``).
+        online: also search Semantic Scholar and Crossref and fetch open-access PDFs.
+        settings: resolved settings; default: the ``default`` preset plus the environment.
+        options: multiple-choice options; the insufficient-information option is added.
+        on_event: called with each step and observation as the run goes.
+        overrides: settings by dotted path with ``__``, e.g. ``llm__judge="claude-haiku-4-5"``,
+            or ``config="fast"`` for a preset.
+    """
+    result: Answer = _run_sync(
+        lambda: aask(
+            question,
+            papers=papers,
+            index=index,
+            online=online,
+            settings=settings,
+            options=options,
+            on_event=on_event,
+            **overrides,
+        )
+    )
     return result
 
 
@@ -210,18 +244,29 @@ async def aask_many(
     questions: str | Path | Sequence[str | dict[str, Any]],
     *,
     concurrency: int = 1,
-    out: str | Path | None = "answers.jsonl",
+    out: str | Path | None = None,
     session: Session | None = None,
     progress: bool = True,
-    **session_kwargs: Any,
+    papers: str | Path | None = None,
+    index: str | Path | None = None,
+    online: bool = False,
+    settings: Settings | None = None,
+    **overrides: Any,
 ) -> list[Answer]:
-    """Answer many questions; input order kept, failures isolated, each answer written as it finishes.
+    """Answer many questions; input order kept, failures isolated.
 
-    A rerun with the same ``out`` skips questions already answered there (resume after a crash
-    or Ctrl-C); answers that failed are tried again.
+    Args:
+        questions: strings, dicts with ``question`` (and ``id``, ``options``), or a .txt/.jsonl file.
+        concurrency: questions in flight at once.
+        out: a JSONL file to append each answer to as it finishes; ``None`` writes nothing.
+            A rerun with the same ``out`` skips questions already answered there (resume after a
+            crash or Ctrl-C); answers that failed are tried again.
+        session: a :class:`Session` to reuse; otherwise one is made from the arguments below.
+        progress: show a progress bar.
+        papers, index, online, settings, overrides: as for :func:`ask`.
     """
     items = load_questions(questions)
-    session = session or Session(**session_kwargs)
+    session = session or Session(papers=papers, index=index, online=online, settings=settings, **overrides)
     out_path = Path(out) if out is not None else None
     done = _done_ids(out_path) if out_path else {}
     results: list[Answer | None] = [None] * len(items)
@@ -262,7 +307,32 @@ async def aask_many(
     return [r for r in results if r is not None]
 
 
-def ask_many(questions: str | Path | Sequence[str | dict[str, Any]], **kwargs: Any) -> list[Answer]:
-    """Synchronous :func:`aask_many` (also inside Jupyter)."""
-    result: list[Answer] = _run_sync(lambda: aask_many(questions, **kwargs))
+def ask_many(
+    questions: str | Path | Sequence[str | dict[str, Any]],
+    *,
+    concurrency: int = 1,
+    out: str | Path | None = None,
+    session: Session | None = None,
+    progress: bool = True,
+    papers: str | Path | None = None,
+    index: str | Path | None = None,
+    online: bool = False,
+    settings: Settings | None = None,
+    **overrides: Any,
+) -> list[Answer]:
+    """Synchronous :func:`aask_many` (also inside Jupyter); the same arguments."""
+    result: list[Answer] = _run_sync(
+        lambda: aask_many(
+            questions,
+            concurrency=concurrency,
+            out=out,
+            session=session,
+            progress=progress,
+            papers=papers,
+            index=index,
+            online=online,
+            settings=settings,
+            **overrides,
+        )
+    )
     return result

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.errors import ScholarloopError
+from agent.core.errors import ScholarloopError
+from agent.core.evidence import insufficient_letter, option_text
+from agent.core.state import Answer, Claim, Status, Step, no_answer
 from agent.policy import Action, Policy, Rules
 from agent.render import references, render_text, status_of
-from agent.state import Answer, Claim, Status, Step, no_answer
 from tools.base import Tool, ToolContext, ToolRetry
 from tools.gather_evidence import gather_evidence
-from tools.generate_answer import generate_answer, insufficient_letter
+from tools.generate_answer import generate_answer
 from tools.paper_search import paper_search
 from tools.verify_citations import verify_citations
 
@@ -132,11 +133,7 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
         status=final,
         answer=render_text(state),
         choice=state.choice if state.options else None,
-        choice_text=(
-            dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", state.options, strict=False)).get(state.choice or "")
-            if state.options
-            else None
-        ),
+        choice_text=option_text(state.options, state.choice) if state.options else None,
         claims=state.claims,
         evidence=sorted(state.evidence.values(), key=lambda e: -e.score),
         references=references(state),

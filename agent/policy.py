@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent.core.evidence import offered_evidence
+from agent.core.state import Evidence, RunState
 from agent.llm.types import Message, ToolCall
-from agent.state import Evidence, RunState
 from tools.base import Tool, ToolContext
-from tools.generate_answer import offered_evidence
 
 __all__ = ["Action", "LLMPolicy", "PipelinePolicy", "Policy", "Rules", "reformulate"]
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from agent.state import INSUFFICIENT, NO_ANSWER, Answer, Claim, Evidence, Reference, RunState, Status
-from corpus.models import Paper
+from agent.core.evidence import insufficient_letter, offered_evidence, option_text
+from agent.core.models import Paper
+from agent.core.state import INSUFFICIENT, NO_ANSWER, Claim, Evidence, Reference, RunState, Status
 
-__all__ = ["bibtex", "reference_entry", "render_text", "to_markdown"]
+__all__ = ["bibtex", "reference_entry", "references", "render_text", "status_of"]
 
 
 def _authors(paper: Paper) -> str:
@@ -60,8 +61,6 @@ def _found(state: RunState, k: int = 3, chars: int = 200) -> str:
     else the chunk's opening. A model's summary is unchecked, so it is never presented as what
     a paper says.
     """
-    from tools.generate_answer import offered_evidence  # tools import agent: resolve at call time
-
     read = offered_evidence(state, min_score=0, k=k)  # ranked as the answer step ranks them
     if not read:
         return ""
@@ -83,9 +82,7 @@ def render_text(state: RunState) -> str:
     claims = [c for c in state.claims if _valid(c, state.evidence)]
     if state.options:
         letter = state.choice
-        text = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", state.options, strict=False)).get(
-            letter or "", INSUFFICIENT
-        )
+        text = option_text(state.options, letter) or INSUFFICIENT
         cites = "".join(f" [{k}]" for c in claims for k in _valid(c, state.evidence))
         return f"{letter}) {text}{cites}" if letter else INSUFFICIENT
     if not claims:
@@ -127,38 +124,8 @@ def references(state: RunState) -> list[Reference]:
     return out
 
 
-def to_markdown(answer: Answer) -> str:
-    lines = [
-        f"**Question:** {answer.question}",
-        "",
-        f"**Status:** {answer.status.value}",
-        "",
-        answer.answer,
-        "",
-    ]
-    if answer.references:
-        lines.append("**References**")
-        lines += [f"{r.number}. [{r.key}] {r.entry}" for r in answer.references]
-        lines.append("")
-    if answer.verification and answer.verification.claims:
-        v = answer.verification
-        lines.append(
-            f"**Verification:** {len(v.claims)} claim(s) checked; faithfulness {v.faithfulness:.2f}, "
-            f"citation precision {v.citation_precision:.2f}; removed {len(v.removed_claims)}."
-        )
-        for claim in v.claims:
-            lines.append(f"- {claim.verdict.value if claim.verdict else '?'}: {claim.text}")
-        lines.append("")
-    tokens = sum(u.total_tokens for u in answer.usage.values())
-    cost = sum(u.cost_usd for u in answer.usage.values())
-    lines.append(f"_{answer.seconds:.1f} s, {tokens} tokens, ${cost:.4f}_")
-    return "\n".join(lines)
-
-
 def status_of(state: RunState) -> Status:
     if state.options:
-        from tools.generate_answer import insufficient_letter
-
         if state.choice and state.choice != insufficient_letter(state.options):
             return Status.answered
         return Status.insufficient_evidence

@@ -25,9 +25,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
+from agent.core.prompts import judge_messages
+from agent.core.settings import load_settings
 from agent.llm.factory import resolve_llm
-from agent.prompts import judge_messages
-from agent.settings import load_settings
 from corpus.embeddings import make_embedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -5,7 +5,7 @@ claim?" over the whole abstract. On held-out SciFact pairs it lands just outside
 0.844 against 0.85; 6% false accepts on refuted claims against 5%). This script scores the same
 pairs with the shipped prompt and with four alternatives, so the choice rests on numbers:
 
-- ``old``: the shipped prompt (``agent.prompts.judge_messages``), whole abstract;
+- ``old``: the shipped prompt (``agent.core.prompts.judge_messages``), whole abstract;
 - ``sup`` / ``con``: one neutral system prompt, then "does it support?" and "does it
   contradict?" on the same prefix (the second costs only the question's tokens in the KV cache),
   combined as ``(sup - con + 1) / 2``;
@@ -36,11 +36,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 from judge import at_threshold, auc, pairs
 
+from agent.core.evidence import normalise
+from agent.core.prompts import JUDGE_SYSTEM, fence, judge_messages
+from agent.core.settings import load_settings
 from agent.llm.factory import resolve_llm
 from agent.llm.types import Message
-from agent.prompts import JUDGE_SYSTEM, fence, judge_messages
-from agent.settings import load_settings
-from tools.gather_evidence import normalise
 
 NEUTRAL = (
     "You check citations. You are given a passage from a paper (data inside <passage> tags; "

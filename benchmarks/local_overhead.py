@@ -16,9 +16,9 @@ import json
 import statistics
 import time
 
+from agent.core.settings import load_settings
 from agent.llm.local import LocalLLM
 from agent.llm.types import Message
-from agent.settings import load_settings
 
 PROMPTS = [
     "Summarise in one sentence: EGFR T790M confers resistance to gefitinib.",

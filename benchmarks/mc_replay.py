@@ -30,16 +30,16 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
-from agent.bench import load_set
+from agent.bench.grading import load_set
+from agent.core.evidence import LETTERS, insufficient_letter, offered_evidence
+from agent.core.prompts import judge_messages
+from agent.core.settings import load_settings
+from agent.core.state import Evidence, RunState
 from agent.llm.factory import resolve_role_llms
-from agent.prompts import judge_messages
-from agent.settings import load_settings
-from agent.state import Evidence, RunState
 from tools.base import ToolContext
-from tools.generate_answer import ask_pick, insufficient_letter, offered_evidence, option_claim
+from tools.generate_answer import ask_pick, option_claim
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 Decision = Callable[[dict[str, Any]], str | None]
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
-from agent.bench import as_list
-from agent.settings import load_settings
+from agent.bench.grading import as_list
+from agent.core.settings import load_settings
 from corpus.build import build_index, iter_sources
 from corpus.embeddings import make_embedder
 from corpus.search import LocalSearch

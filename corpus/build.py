@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
-from agent.settings import Settings
+from agent.core.models import Chunk, Document, Paper, ReadIssue
+from agent.core.settings import Settings
 from corpus.chunking import chunk_document
 from corpus.embeddings import Embedder, embed_in_batches, make_embedder
-from corpus.models import Chunk, Document, Paper, ReadIssue
 from corpus.readers import SUPPORTED_SUFFIXES, CitationKeys, read_path
 from corpus.store import Library
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from corpus.models import PAGE_SEPARATOR, Chunk, Document
+from agent.core.models import PAGE_SEPARATOR, Chunk, Document
 
 __all__ = ["chunk_document", "page_offsets"]
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from agent.errors import ConfigError, CorpusError
+from agent.core.errors import ConfigError, CorpusError
 
 __all__ = [
     "Embedder",
@@ -148,7 +148,7 @@ class LiteLLMEmbedder:
         from agent.llm.litellm_provider import import_litellm
 
         if not switch.model_requests_allowed():
-            from agent.errors import ModelRequestsDisabled
+            from agent.core.errors import ModelRequestsDisabled
 
             raise ModelRequestsDisabled("real embedding requests are disabled", model=self.name)
         if not texts:

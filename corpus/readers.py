@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from corpus.models import Document, Page, Paper, ReadIssue
+from agent.core.models import Document, Page, Paper, ReadIssue
 
 __all__ = [
     "MAX_FILE_BYTES",

@@ -19,8 +19,8 @@ from typing import Literal
 import numpy as np
 from scipy import sparse
 
+from agent.core.models import ScoredChunk
 from corpus.embeddings import Embedder
-from corpus.models import ScoredChunk
 from corpus.store import Library
 
 __all__ = ["BM25", "Filters", "LocalSearch", "Method", "tokenize"]

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
-from agent.errors import CorpusError
+from agent.core.errors import CorpusError
+from agent.core.models import Chunk, Paper
 from corpus.index import IndexKind, VectorIndex
-from corpus.models import Chunk, Paper
 
 __all__ = ["FORMAT_VERSION", "Library", "Manifest", "write_atomic"]
 

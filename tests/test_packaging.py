@@ -17,14 +17,14 @@ def test_packages_resolve_to_this_repo(package: str) -> None:
 
 def test_console_script_is_declared() -> None:
     scripts = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")}
-    assert scripts.get("scholarloop") == "agent.cli:main"
+    assert scripts.get("scholarloop") == "agent.cli.main:main"
 
 
 @pytest.mark.parametrize(
     "module",
     [
-        "agent.errors",
-        "agent.settings",
+        "agent.core.errors",
+        "agent.core.settings",
         "agent.llm",
         "agent.llm.types",
         "agent.llm.base",
@@ -41,7 +41,7 @@ def test_explicit_all_is_importable(module: str) -> None:
 
 
 def test_error_tree_has_one_root() -> None:
-    from agent import errors
+    from agent.core import errors
 
     for name in errors.__all__:
         cls = getattr(errors, name)

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from agent.core.settings import Settings
+from agent.core.state import RunState
 from agent.llm.base import BaseLLM
 from agent.llm.types import ToolSpec
-from agent.settings import Settings
-from agent.state import RunState
 
 if TYPE_CHECKING:
     from corpus.search import Filters, LocalSearch

@@ -10,15 +10,15 @@ together with the *original chunk text*, which is what citations are later check
 from __future__ import annotations
 
 import asyncio
-import re
 
-from agent.errors import LLMError
-from agent.prompts import summary_messages
-from agent.state import Evidence, GateResult, RunState
-from corpus.models import ScoredChunk
+from agent.core.errors import LLMError
+from agent.core.evidence import quote_in
+from agent.core.models import ScoredChunk
+from agent.core.prompts import summary_messages
+from agent.core.state import Evidence, GateResult, RunState
 from tools.base import ToolContext, tool
 
-__all__ = ["SUMMARY_SCHEMA", "evidence_gate", "gather_evidence", "normalise", "quote_in"]
+__all__ = ["SUMMARY_SCHEMA", "evidence_gate", "gather_evidence"]
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -30,28 +30,6 @@ SUMMARY_SCHEMA = {
     },
     "required": ["summary", "score", "quote"],
 }
-
-
-def normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^\w%.]+", " ", text.lower()).split())
-
-
-def quote_in(quote: str, passage: str, min_chars: int = 12) -> bool:
-    """Is ``quote`` (nearly) verbatim in ``passage``? Whitespace, case and punctuation are ignored.
-
-    A quote the model shortened or retyped slightly still counts when 90% of its word 5-grams
-    occur in the passage. A made-up quote does not.
-    """
-    q, p = normalise(quote), normalise(passage)
-    if len(q) < min_chars:
-        return False
-    if q in p:
-        return True
-    words = q.split()
-    if len(words) < 6:
-        return False
-    grams = [" ".join(words[i : i + 5]) for i in range(len(words) - 4)]
-    return sum(g in p for g in grams) / len(grams) >= 0.9
 
 
 def evidence_key(state: RunState, hit: ScoredChunk) -> str:

@@ -15,19 +15,17 @@ any other and must survive verification.
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
-from agent.errors import LLMError, ToolError
-from agent.prompts import answer_messages, judge_messages, mc_messages
-from agent.state import INSUFFICIENT, Claim, Evidence, RunState, no_answer
+from agent.core.errors import LLMError, ToolError
+from agent.core.evidence import insufficient_letter, is_insufficient, letters, offered_evidence
+from agent.core.prompts import answer_messages, judge_messages, mc_messages
+from agent.core.state import INSUFFICIENT, Claim, Evidence, RunState, no_answer
 from tools.base import ToolContext, tool
 
 __all__ = [
     "ask_pick",
     "generate_answer",
-    "insufficient_letter",
-    "offered_evidence",
     "option_claim",
     "option_scores",
     "polarity_options",
@@ -39,29 +37,8 @@ def cfg_tokens(ctx: ToolContext, cap: int) -> int:
     return min(cap, ctx.settings.llm.max_tokens)
 
 
-def offered_evidence(state: RunState, *, min_score: int, k: int) -> list[Evidence]:
-    """The ``k`` best passages: scored at least ``min_score``, then any whose summary call failed.
-
-    A failed summary says nothing about the passage; dropping it lost a LitQA2 gold passage
-    whose summary ran out of tokens. Those rank after every scored passage.
-    """
-    good = [e for e in state.evidence.values() if e.score >= min_score or e.error]
-    return sorted(good, key=lambda e: (e.error is not None, -e.score, -e.retrieval_score))[:k]
-
-
 def _triples(evidence: list[Evidence], chars: int) -> list[tuple[str, str, str]]:
     return [(e.key, e.summary, e.text[:chars]) for e in evidence]
-
-
-def _letters(options: list[str]) -> list[tuple[str, str]]:
-    return list(zip(string.ascii_uppercase, options, strict=False))
-
-
-def insufficient_letter(options: list[str]) -> str | None:
-    for letter, text in _letters(options):
-        if text.strip().lower().startswith("insufficient"):
-            return letter
-    return None
 
 
 def option_claim(question: str, option: str) -> str:
@@ -81,7 +58,7 @@ def polarity_options(options: list[str]) -> bool:
     both (measured on SciFact and PubMedQA: every judge-chosen verdict was "supported" or
     "yes"), so verdict options are picked by the answer model and then verified.
     """
-    content = [o for o in options if not o.strip().lower().startswith("insufficient")]
+    content = [o for o in options if not is_insufficient(o)]
     return bool(content) and all(o.strip().lower().rstrip(".") in _POLARITY for o in content)
 
 
@@ -144,7 +121,7 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
 async def ask_pick(ctx: ToolContext, evidence: list[Evidence]) -> dict[str, Any]:
     """The answer model's letter, citations and quote for the options (one constrained call)."""
     state, cfg = ctx.state, ctx.settings.answer
-    options = _letters(state.options or [])
+    options = letters(state.options or [])
     schema = {
         "type": "object",
         "properties": {
@@ -169,7 +146,7 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
     state = ctx.state
     data = await ask_pick(ctx, evidence)
     letter = data["choice"]
-    texts = dict(_letters(state.options or []))
+    texts = dict(letters(state.options or []))
     if letter not in texts:
         _set_insufficient(state, f"the model chose no valid option ({letter!r})")
         return state.summary
@@ -198,7 +175,7 @@ async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tupl
     best: dict[str, tuple[float, str]] = {}
     # passage-major order so consecutive judge calls share the passage prefix in the KV cache
     for e in evidence:
-        for letter, text in _letters(state.options or []):
+        for letter, text in letters(state.options or []):
             if letter == abstain:
                 continue
             score = await judge.score_yes(judge_messages(option_claim(state.question, text), e.text))
@@ -220,7 +197,7 @@ async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
     if not scored:
         _set_insufficient(state, "no option to score")
         return state.summary
-    texts = dict(_letters(state.options or []))
+    texts = dict(letters(state.options or []))
     p, letter, key = scored[0]
     runner_up = scored[1][0] if len(scored) > 1 else 0.0
     threshold = (

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 
 __all__ = [
     "DiskCache",

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from corpus.build import BuildReport, build_index
 from corpus.search import Filters, LocalSearch
 from corpus.store import Library

@@ -1,6 +1,6 @@
 """``verify_citations``: check every (claim, cited key) against the original chunk text.
 
-Verdicts (see :class:`agent.state.Verdict`):
+Verdicts (see :class:`agent.core.state.Verdict`):
 
 1. *fabricated*: the key was never retrieved. It is removed, whatever else happens.
 2. *unsupported*: the judge finds the cited passage does not support the claim.
@@ -20,11 +20,10 @@ tells the loop whether to regenerate or to search again.
 
 from __future__ import annotations
 
-from agent.prompts import contradiction_messages, judge_messages
-from agent.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport, no_answer
+from agent.core.evidence import insufficient_letter, normalise, quote_in
+from agent.core.prompts import contradiction_messages, judge_messages
+from agent.core.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport, no_answer
 from tools.base import ToolContext, tool
-from tools.gather_evidence import normalise, quote_in
-from tools.generate_answer import insufficient_letter
 
 __all__ = ["verify_citations", "verify_claims"]
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from agent.errors import ModelRequestsDisabled, RateLimitError, TransientLLMError
+from agent.core.errors import ModelRequestsDisabled, RateLimitError, TransientLLMError
 from agent.llm import switch
 from agent.llm.types import Completion, JsonSchema, Message, Role, ToolSpec, Usage, YesNoScore
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import ConfigError, MissingAPIKeyError
+from agent.core.errors import ConfigError, MissingAPIKeyError
 from agent.llm.base import BaseLLM, RetryPolicy, UsageCallback
 
 if TYPE_CHECKING:
-    from agent.settings import Settings
+    from agent.core.settings import Settings
 
 __all__ = ["provider_of", "resolve_llm", "resolve_role_llms", "split_model"]
 

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from agent.errors import (
+from agent.core.errors import (
     LLMError,
     MalformedResponseError,
     ProviderTimeoutError,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from agent.errors import MalformedResponseError, ModelNotAvailableError
+from agent.core.errors import MalformedResponseError, ModelNotAvailableError
 from agent.llm.base import BaseLLM
 from agent.llm.local_models import resolve_model_path
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.errors import ModelNotAvailableError
+from agent.core.errors import ModelNotAvailableError
 
 __all__ = [
     "REGISTRY",

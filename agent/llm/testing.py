@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import ScriptExhaustedError
+from agent.core.errors import ScriptExhaustedError
 from agent.llm.base import BaseLLM
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore
 

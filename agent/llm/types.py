@@ -113,7 +113,7 @@ class Completion(BaseModel):
 
     def json(self) -> Any:  # type: ignore[override]
         """The reply parsed as JSON; raises ``MalformedResponseError`` naming the model."""
-        from agent.errors import MalformedResponseError
+        from agent.core.errors import MalformedResponseError
 
         text = self.text.strip()
         if text.startswith("```"):

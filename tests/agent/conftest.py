@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 
 from agent.api import Session
-from agent.bench import Graded
+from agent.bench.grading import Graded
+from agent.core.settings import Settings, load_settings
 from agent.llm.testing import FunctionLLM, Request
-from agent.settings import Settings, load_settings
 from tests.tools.conftest import EGFR, INJECTION, TP53, build_three_sources, keyword_judge, keyword_summary
 
 __all__ = ["EGFR", "INJECTION", "TP53", "graded_row", "keyword_judge", "keyword_summary", "write_mini_set"]

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from agent.api import aask_many, ask, ask_many
-from agent.errors import ProviderUnavailableError
+from agent.core.errors import ProviderUnavailableError
+from agent.core.settings import Settings
+from agent.core.state import INSUFFICIENT, Answer, Status, Verdict
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM, tool_call
-from agent.settings import Settings
-from agent.state import INSUFFICIENT, Answer, Status, Verdict
 from tests.agent.conftest import good_answer, keyword_summary, make_session
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"

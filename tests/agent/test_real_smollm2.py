@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from agent.api import Session
+from agent.core.settings import Settings
+from agent.core.state import Status
 from agent.llm import switch
-from agent.settings import Settings
-from agent.state import Status
 
 pytestmark = pytest.mark.real_model
 

@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
+from agent.core.models import Chunk, Document, Page, Paper
 from corpus.chunking import chunk_document
-from corpus.models import Chunk, Document, Page, Paper
 
 
 def doc(*pages: str) -> Document:

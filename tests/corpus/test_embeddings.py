@@ -3,7 +3,7 @@ import pytest
 import respx
 from httpx import Response
 
-from agent.errors import ConfigError, ModelRequestsDisabled
+from agent.core.errors import ConfigError, ModelRequestsDisabled
 from agent.llm import switch
 from corpus.embeddings import HashEmbedder, LiteLLMEmbedder, embed_in_batches, make_embedder
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from corpus.models import Document, ReadIssue
+from agent.core.models import Document, ReadIssue
 from corpus.readers import CitationKeys, find_doi, read_path
 from tests.corpus.pdfs import make_pdf
 
@@ -153,7 +153,7 @@ def test_find_doi() -> None:
 
 
 def test_citation_keys_are_unique_and_readable() -> None:
-    from corpus.models import Paper
+    from agent.core.models import Paper
 
     keys = CitationKeys()
     assert keys.assign(Paper(doc_id="a", authors=["Kyle Lo"], year=2020)) == "Lo2020"

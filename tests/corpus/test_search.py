@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
 from corpus.index import VectorIndex

@@ -3,11 +3,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.errors import CorpusError
-from agent.settings import Settings
+from agent.core.errors import CorpusError
+from agent.core.models import Chunk, Paper
+from agent.core.settings import Settings
 from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
-from corpus.models import Chunk, Paper
 from corpus.store import Library
 
 

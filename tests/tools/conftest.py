@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.settings import Settings, load_settings
+from agent.core.state import RunState
 from agent.llm.base import BaseLLM
 from agent.llm.testing import FunctionLLM, Request
-from agent.settings import Settings, load_settings
-from agent.state import RunState
 from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
 from corpus.search import LocalSearch

@@ -3,14 +3,15 @@ from collections.abc import Callable
 
 import pytest
 
+from agent.core.evidence import offered_evidence, quote_in
+from agent.core.settings import Settings, load_settings
+from agent.core.state import INSUFFICIENT, Claim, Verdict
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM
-from agent.settings import Settings, load_settings
-from agent.state import INSUFFICIENT, Claim, Verdict
 from corpus.store import Library
 from tests.tools.conftest import keyword_summary, make_ctx
 from tools.base import ToolContext, ToolRetry, tool
-from tools.gather_evidence import gather_evidence, quote_in
-from tools.generate_answer import generate_answer, offered_evidence, polarity_options
+from tools.gather_evidence import gather_evidence
+from tools.generate_answer import generate_answer, polarity_options
 from tools.verify_citations import verify_citations
 
 

@@ -1,0 +1,1 @@
+"""The ``scholarloop`` command line: the top layer, nothing imports it."""

