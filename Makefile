@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 DATA ?= ../shared/data
 QUESTION ?= How many papers does the S2ORC corpus contain, and how many have full text?
 
-.PHONY: install demo doctor test lint typecheck pytest bench-local bench-litqa2 bench-side-by-side clean
+.PHONY: install demo doctor test lint typecheck pytest docs docs-cli bench-local bench-litqa2 bench-side-by-side clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -16,7 +16,7 @@ $(PY):
 
 # llama-cpp-python compiles from source the first time (~9 min on 2 cores); pip caches the wheel.
 install: $(PY)
-	$(BIN)/pip install -q -e ".[offline,bench,dev]"
+	$(BIN)/pip install -q -e ".[offline,bench,dev,serve]"
 
 # Installs the offline stack, then answers a real question over the demo PDFs, offline.
 demo: install
@@ -24,6 +24,10 @@ demo: install
 
 doctor: install
 	$(BIN)/scholarloop doctor
+
+# docs/cli.md is the --help of every command; tests/agent/cli/test_docs.py fails when it is stale.
+docs-cli:
+	$(PY) -m agent.cli.docs
 
 lint:
 	$(BIN)/ruff format --check .
@@ -36,6 +40,12 @@ pytest:
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# The docs site into site/, offline; --strict turns every broken link or nav entry into an error.
+# The generated pages (docs/cli.md, docs/configuration.md's tables) are regenerated first.
+docs: docs-cli
+	$(PY) docs/gen_configuration.py
+	$(BIN)/mkdocs build --strict
 
 bench-local:
 	$(PY) benchmarks/local_overhead.py

@@ -128,7 +128,8 @@ class Session:
             searcher=self.searcher,
             filters=base,
             on_event=on_event,
-            extra={"base_filters": base, "online": self.online},
+            base_filters=base,
+            online=self.online,
         )
         return await run_loop(ctx, self.policy())
 
@@ -203,26 +204,50 @@ def question_id(item: dict[str, Any]) -> str:
 
 
 def load_questions(source: str | Path | Sequence[str | dict[str, Any]]) -> list[dict[str, Any]]:
-    """Questions as strings, dicts with ``question`` (and ``id``, ``options``), or a .txt/.jsonl file."""
-    if isinstance(source, str | Path) and Path(source).suffix in {".txt", ".jsonl"}:
+    """Questions as strings, dicts with ``question`` (and ``id``, ``options``), or a file.
+
+    A file is a ``Path``, or a string naming a .txt / .jsonl file (either may be gzipped): .txt
+    holds one question a line, .jsonl one object a line with ``question``. A file that is not
+    that (binary, bad JSON, no ``question``) raises :class:`ConfigError` naming the file, the
+    line and the expected format.
+    """
+    import gzip
+
+    suffixes = (".txt", ".jsonl", ".txt.gz", ".jsonl.gz")
+    if isinstance(source, Path) or (isinstance(source, str) and source.endswith(suffixes)):
         path = Path(source)
+        expected = (
+            "expected a .txt file (one question a line) or .jsonl (one JSON object a line with "
+            '"question", optionally "id" and "options"), either one gzipped or not'
+        )
         if not path.exists():
             raise ConfigError(f"questions file {path} does not exist")
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        if path.suffix == ".txt":
-            return [{"question": line.strip()} for line in lines]
+        if not path.name.endswith(suffixes):
+            raise ConfigError(f"{path}: unknown questions file type; {expected}")
+        data = path.read_bytes()
+        try:
+            text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8-sig")
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not a text file ({exc}); {expected}") from exc
+        if "\x00" in text:
+            raise ConfigError(f"{path}: a binary file (NUL bytes); {expected}")
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if path.name.removesuffix(".gz").endswith(".txt"):
+            return [{"question": line.strip()} for _, line in lines]
         items = []
-        for n, line in enumerate(lines, 1):
+        for n, line in lines:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n} is not JSON: {exc.msg}") from exc
-            if "question" not in row:
-                raise ConfigError(f"{path}:{n} has no 'question' field")
+                raise ConfigError(f"{path}:{n} is not JSON ({exc.msg}); {expected}") from exc
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path}:{n} is a JSON {type(row).__name__}, not an object; {expected}")
+            if not isinstance(row.get("question"), str) or not row["question"].strip():
+                raise ConfigError(f"{path}:{n} has no 'question' field with text; {expected}")
             items.append(row)
         return items
-    if isinstance(source, str | Path):
-        return [{"question": str(source)}]
+    if isinstance(source, str):
+        return [{"question": source}]
     return [{"question": q} if isinstance(q, str) else dict(q) for q in source]
 
 

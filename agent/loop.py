@@ -1,10 +1,14 @@
-"""The agent loop: one run state, a policy choosing tools, and budgets that always end the run.
+"""The agent loop: one run state, a rulebook, a policy choosing tools, and budgets that end the run.
 
-Each step is a record (tool, arguments, observation, seconds, error). A tool that fails with
-a model or tool error does not end the run: the error becomes the step's observation and the
-policy decides what next. Two failures in a row end it. When a budget runs out (steps, model
-calls, tokens, cost, wall time), the loop returns the best *verified* answer it has, with
-status ``truncated``; it never raises for a budget.
+Each turn the rulebook (:mod:`agent.rules`) speaks first: a forced step runs, or a finished
+run ends. Otherwise the policy proposes a tool and the rulebook lets it through, rewrites it
+or refuses it; the tool runs, and the rulebook records the progress. Each step is a record
+(tool, arguments, observation, seconds, error). A tool that fails with a model or tool error
+does not end the run: the error becomes the step's observation and the policy decides what
+next. Two failures in a row end it. When a budget runs out (steps, model calls, tokens, cost,
+wall time), the loop returns the best *verified* answer it has, with status ``truncated`` if
+the rulebook says the run still had work to do; it never raises for a budget, and never asks
+the policy (a model call under the LLM policy) just to learn that.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from typing import Any
 from agent.core.errors import ScholarloopError
 from agent.core.evidence import insufficient_letter, option_text
 from agent.core.state import Answer, Claim, Status, Step, no_answer
-from agent.policy import Action, Policy, Rules
+from agent.policy import Action, Policy
 from agent.render import references, render_text, status_of
+from agent.rules import Refusal, Rulebook
 from tools.base import Tool, ToolContext, ToolRetry
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer
@@ -56,11 +61,11 @@ def _snapshot(ctx: ToolContext) -> tuple[list[Claim], str | None, str]:
 
 
 async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None = None) -> Answer:
-    """Run until the policy finishes, a budget runs out, or the run fails."""
+    """Run until the rulebook or the policy ends the run, a budget runs out, or the run fails."""
     started = time.perf_counter()
     state = ctx.state
     by_name = {t.name: t for t in (tools or TOOLS)}
-    rules = Rules(ctx.settings.agent.max_requery_rounds, ctx.settings.agent.max_regenerate_rounds)
+    rulebook = Rulebook.from_settings(ctx.settings)
     budget = _Budget(ctx)
     observations: list[tuple[Action, str]] = []
     best: tuple[list[Claim], str | None, str] | None = None
@@ -71,25 +76,32 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
     async def steps() -> None:
         nonlocal best, status, error, consecutive_errors
         while True:
-            if len(state.steps) >= ctx.settings.agent.max_steps or budget.exhausted(0):
-                # the policy may still say "done"; only a run that wants more is truncated
-                action = None if budget.exhausted(0) else await policy.next_action(ctx, rules, observations)
-                if action is not None or budget.exhausted(0):
-                    status, error = Status.truncated, budget.exhausted(len(state.steps))
+            used_up = budget.exhausted(len(state.steps))
+            if used_up is not None:
+                if not rulebook.finished(ctx):
+                    status, error = Status.truncated, used_up
                 return
-            action = await policy.next_action(ctx, rules, observations)
-            if action is None:
+            decision: Action | Refusal | None = rulebook.forced(ctx)
+            if decision is None:
+                if rulebook.finished(ctx):
+                    return
+                decision = rulebook.check(ctx, await policy.next_action(ctx, observations))
+            if decision is None:
                 return
+            action = decision.action if isinstance(decision, Refusal) else decision
             tool = by_name.get(action.tool)
             step = Step(tool=action.tool, arguments=action.arguments)
             ctx.emit("step", tool=action.tool, arguments=action.arguments, reason=action.reason)
             t0 = time.perf_counter()
             try:
+                if isinstance(decision, Refusal):  # not run: the policy hears why, as for a ToolRetry
+                    raise ToolRetry(decision.message)
                 if tool is None:
                     raise ToolRetry(f"there is no tool {action.tool!r}; use one of {sorted(by_name)}")
+                rulebook.begin(ctx, action)
                 step.observation = await tool(ctx, **action.arguments)
                 consecutive_errors = 0
-                rules.after(action.tool)
+                rulebook.after(ctx, action)
             except ToolRetry as exc:
                 step.observation = f"Retry: {exc}"
             except ScholarloopError as exc:
@@ -116,7 +128,7 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
         status, error = Status.truncated, f"wall-clock budget ({ctx.settings.agent.timeout_s:.0f} s) used up"
 
     # Only verified claims leave the loop: an unverified draft is replaced by the best verified one.
-    if not rules.verified or (best is not None and len(best[0]) > len(state.claims)):
+    if not state.progress.verified or (best is not None and len(best[0]) > len(state.claims)):
         if best is not None:
             state.claims, state.choice, state.summary = best
         else:

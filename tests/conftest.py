@@ -1,7 +1,7 @@
 """Test-session guards: no real model calls, no network, no writes to the user's home.
 
 * ``agent.llm.switch.ALLOW_MODEL_REQUESTS`` is off: a test that reaches a real provider
-  without opting in (``allow_model_requests()``) fails with ``ModelRequestsDisabled``.
+  without opting in (``allow_model_requests()``) fails with ``ModelRequestsDisabledError``.
 * Sockets may only connect to loopback: recorded HTTP is replayed by respx or a mock
   transport, so anything that tries the real network is a bug and fails loudly.
 """
@@ -61,14 +61,16 @@ def _no_network_no_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record backoff waits (LLM layer and online sources) instead of sleeping through them."""
+    """Record backoff waits instead of sleeping through them.
+
+    One hook covers the LLM layer and the online sources: both retry through agent.core.retry.
+    """
     recorded: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr("agent.llm.base._sleep", fake_sleep)
-    monkeypatch.setattr("tools.online._sleep", fake_sleep)
+    monkeypatch.setattr("agent.core.retry._sleep", fake_sleep)
     return recorded
 
 

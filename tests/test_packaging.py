@@ -24,6 +24,7 @@ def test_console_script_is_declared() -> None:
     "module",
     [
         "agent.core.errors",
+        "agent.core.retry",
         "agent.core.settings",
         "agent.llm",
         "agent.llm.types",

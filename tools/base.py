@@ -24,6 +24,7 @@ from agent.llm.types import ToolSpec
 
 if TYPE_CHECKING:
     from corpus.search import Filters, LocalSearch
+    from tools.online_search import OnlineSearch
 
 __all__ = ["Tool", "ToolContext", "ToolRetry", "tool"]
 
@@ -32,9 +33,19 @@ class ToolRetry(Exception):
     """Ask the model to call the tool again differently (the message says how)."""
 
 
+def _no_filters() -> Filters:
+    from corpus.search import Filters  # numpy and scipy load only when a context is made
+
+    return Filters()
+
+
 @dataclass
 class ToolContext:
-    """What every tool may use; the model never sees it."""
+    """What every tool may use; the model never sees it.
+
+    ``base_filters`` are the run's own limits (excluded papers, years); ``filters`` are what
+    ``gather_evidence`` reads with: the base ones narrowed to the run's candidate papers.
+    """
 
     state: RunState
     settings: Settings
@@ -42,7 +53,8 @@ class ToolContext:
     searcher: LocalSearch | None = None
     filters: Filters | None = None
     on_event: Callable[[str, dict[str, Any]], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    base_filters: Filters = field(default_factory=_no_filters)
+    online: OnlineSearch | None = None
 
     def llm(self, role: str) -> BaseLLM:
         return self.llms[role]

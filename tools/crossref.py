@@ -14,16 +14,15 @@ from typing import Any
 
 import httpx
 
-from tools.online import (
-    DiskCache,
-    Hit,
-    NetworkDown,
-    OnlineError,
-    RateLimited,
-    cached_request,
-    normalise_doi,
-    strip_tags,
+from agent.core.errors import (
+    NetworkDownError,
+    RateLimitError,
+    ScholarloopError,
+    ServiceTimeoutError,
+    ServiceUnavailableError,
 )
+from agent.core.retry import RetryPolicy, retry_after_seconds
+from tools.online import DiskCache, Hit, cached_request, normalise_doi, strip_tags
 
 __all__ = ["CrossrefClient", "hit_from_crossref"]
 
@@ -80,24 +79,21 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def _classify(exc: BaseException) -> OnlineError | None:
+def _classify(exc: BaseException) -> ScholarloopError | None:
     cause = _unwrap(exc)
     if isinstance(cause, httpx.ConnectError):
-        return NetworkDown(f"cannot reach Crossref: {cause}")
-    if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code == 429:
-        retry_after = cause.response.headers.get("retry-after")
-        seconds = float(retry_after) if retry_after and retry_after.isdigit() else None
-        return RateLimited("Crossref rate limit (429)", seconds)
+        return NetworkDownError(f"cannot reach Crossref: {cause}")
+    if isinstance(cause, httpx.HTTPStatusError):
+        status = cause.response.status_code
+        if status == 429:
+            return RateLimitError("rate limit (429)", retry_after=retry_after_seconds(cause.response.headers))
+        if status >= 500:
+            return ServiceUnavailableError(f"{type(cause).__name__}: {cause}")
     if type(exc).__name__ == "RequestError" and " 429" in f" {exc}":
-        return RateLimited("Crossref rate limit (429)")
-    return None
-
-
-def _transient(exc: BaseException) -> bool:
-    cause = _unwrap(exc)
+        return RateLimitError("rate limit (429)")
     if isinstance(cause, httpx.TimeoutException):
-        return True
-    return isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code >= 500
+        return ServiceTimeoutError(f"{type(cause).__name__}: {cause}")
+    return None
 
 
 class CrossrefClient:
@@ -106,7 +102,7 @@ class CrossrefClient:
 
         self._client = Crossref(mailto=os.environ.get("CROSSREF_MAILTO"), timeout=timeout)
         self.cache = cache
-        self.retries = retries
+        self.policy = RetryPolicy(max_retries=retries)
 
     async def _request(self, what: str, key: str, fn: Any) -> Any:
         return await cached_request(
@@ -117,8 +113,7 @@ class CrossrefClient:
             what=what,
             host="api.crossref.org",
             classify=_classify,
-            transient=_transient,
-            retries=self.retries,
+            policy=self.policy,
         )
 
     async def search(

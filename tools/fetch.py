@@ -18,15 +18,12 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tools.online import NetworkDown, OnlineError, host_limit
+from agent.core.errors import FetchError, NetworkDownError
+from tools.online import host_limit
 
-__all__ = ["FetchError", "fetch_pdf"]
+__all__ = ["fetch_pdf"]
 
 _PDF_TYPES = ("application/pdf", "application/x-pdf", "application/octet-stream", "binary/octet-stream")
-
-
-class FetchError(OnlineError):
-    """A download was refused or failed; the message says why."""
 
 
 async def fetch_pdf(
@@ -79,7 +76,7 @@ async def fetch_pdf(
             os.replace(tmp, final)
         return final
     except httpx.ConnectError as exc:
-        raise NetworkDown(f"cannot reach {parsed.netloc}: {exc}") from exc
+        raise NetworkDownError(f"cannot reach {parsed.netloc}: {exc}") from exc
     except httpx.TimeoutException as exc:
         raise FetchError(f"{url}: timed out after {timeout_s:.0f}s") from exc
     except httpx.HTTPError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.core.errors import LLMError
+from agent.core.errors import ServiceError
 from agent.core.evidence import quote_in
 from agent.core.models import ScoredChunk
 from agent.core.prompts import summary_messages
@@ -93,7 +93,7 @@ async def _summarise(ctx: ToolContext, question: str, hit: ScoredChunk) -> Evide
             quote = str(data.get("quote", "")).strip()
             evidence.quote = quote if quote_in(quote, chunk.text) else ""
             return evidence
-        except (LLMError, ValueError, TypeError, AttributeError) as exc:
+        except (ServiceError, ValueError, TypeError, AttributeError) as exc:
             last_error = f"{type(exc).__name__}: {exc}"
     evidence.score = 0
     evidence.error = f"summary failed twice: {last_error}"[:300]

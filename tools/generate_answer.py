@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.core.errors import LLMError, ToolError
+from agent.core.errors import ServiceError, ToolError
 from agent.core.evidence import insufficient_letter, is_insufficient, letters, offered_evidence
 from agent.core.prompts import answer_messages, judge_messages, mc_messages
 from agent.core.state import INSUFFICIENT, Claim, Evidence, RunState, no_answer
@@ -190,7 +190,7 @@ async def _mc_judge(ctx: ToolContext, evidence: list[Evidence]) -> str:
 
     In ``hybrid`` mode a winner whose lead is under ``mc_margin`` is settled by the answer
     model: its pick is accepted only when it is the judge's top option. Two different reads
-    of the evidence agreeing is what a small lead lacks (measured: README, LitQA2).
+    of the evidence agreeing is what a small lead lacks (measured on LitQA2: benchmarks/README.md).
     """
     state, cfg = ctx.state, ctx.settings
     scored = await option_scores(ctx, evidence)
@@ -246,6 +246,6 @@ async def generate_answer(ctx: ToolContext, feedback: str = "") -> str:
                 return await _mc_judge(ctx, evidence)
             return await _mc_pick(ctx, evidence)
         return await _free_text(ctx, evidence, feedback)
-    except (LLMError, ValueError, TypeError, AttributeError) as exc:
+    except (ServiceError, ValueError, TypeError, AttributeError) as exc:
         state.claims = []
         raise ToolError(f"answer generation failed: {type(exc).__name__}: {str(exc)[:200]}") from exc

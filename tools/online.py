@@ -1,9 +1,11 @@
 """What the online clients share: the hit model, DOI normalisation, merging, the on-disk HTTP
-cache, per-host limits, bounded retries, and the network-down switch.
+cache, per-host limits, and one request path through the shared retry engine.
 
-When the network is down (DNS or connect failure), :class:`NetworkDown` is raised at once, with
-no retries. ``paper_search`` then warns once and answers from the local library. The user
-sees that in seconds, not after a minute of backoff.
+Each client only *classifies* its library's exceptions into the error tree (429, timeout, 5xx,
+network down); :func:`cached_request` and :mod:`agent.core.retry` decide what happens next.
+When the network is down (DNS or connect failure), :class:`~agent.core.errors.NetworkDownError`
+is raised at once, with no retries. ``paper_search`` then warns once and answers from the local
+library. The user sees that in seconds, not after a minute of backoff.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import os
-import random
 import re
 import threading
 import time
@@ -23,40 +23,27 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from agent.core.errors import ToolError
+from agent.core.errors import OnlineError, ScholarloopError
+from agent.core.retry import RetryPolicy, retry
 
 __all__ = [
+    "Classifier",
     "DiskCache",
     "Hit",
-    "NetworkDown",
-    "OnlineError",
-    "RateLimited",
     "cached_request",
     "hit_doc_id",
     "host_limit",
+    "in_years",
     "merge_hits",
     "normalise_doi",
     "normalise_title",
     "strip_tags",
-    "with_retries",
 ]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class OnlineError(ToolError):
-    """An online source failed in a way retries did not fix (reported, never fatal to a run)."""
-
-
-class NetworkDown(OnlineError):
-    """DNS or connect failure: the network is unreachable, so do not retry."""
-
-
-class RateLimited(OnlineError):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+# Turns a client library's exception into the error tree (NetworkDownError, RateLimitError,
+# ServiceTimeoutError, ServiceUnavailableError), or None to leave it as it is (not retried).
+Classifier = Callable[[BaseException], ScholarloopError | None]
 
 
 class Hit(BaseModel):
@@ -189,42 +176,6 @@ def host_limit(host: str, limit: int = 2) -> asyncio.Semaphore:
         return _HOST_LIMITS[key]
 
 
-_sleep = asyncio.sleep  # tests record waits instead of sleeping
-
-
-async def with_retries(
-    call: Callable[[], Awaitable[T]],
-    *,
-    what: str,
-    retries: int = 3,
-    base_delay: float = 1.0,
-    max_delay: float = 30.0,
-    transient: Callable[[BaseException], bool],
-) -> T:
-    """Bounded retries: ``Retry-After`` when the server gives one, else jittered backoff.
-
-    ``NetworkDown`` is never retried.
-    """
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except NetworkDown:
-            raise
-        except RateLimited as exc:
-            if attempt >= retries:
-                raise
-            wait = exc.retry_after if exc.retry_after is not None else base_delay * 2**attempt
-        except Exception as exc:
-            if not transient(exc) or attempt >= retries:
-                raise
-            wait = base_delay * 2**attempt * (0.5 + random.random() / 2)
-        wait = min(max(wait, 0.0), max_delay)
-        log.warning("%s: retry %d in %.1fs", what, attempt + 1, wait)
-        attempt += 1
-        await _sleep(wait)
-
-
 async def cached_request(
     cache: DiskCache | None,
     key: str,
@@ -233,15 +184,14 @@ async def cached_request(
     source: str,
     what: str,
     host: str,
-    classify: Callable[[BaseException], OnlineError | None],
-    transient: Callable[[BaseException], bool],
-    retries: int,
+    classify: Classifier,
+    policy: RetryPolicy,
 ) -> T:
     """One request to an online source: the cache, the host limit, bounded retries, clear errors.
 
-    ``classify`` turns a client's own exceptions into :class:`NetworkDown` or
-    :class:`RateLimited` (or None to keep the original). Anything left after the retries is an
-    :class:`OnlineError` naming the source.
+    ``classify`` maps the client's exceptions into the error tree, so the retry engine sees which
+    are transient. A :class:`NetworkDownError` (or any other :class:`OnlineError`) is raised as
+    it is; anything else left after the retries becomes an :class:`OnlineError` naming the source.
     """
     if cache is not None and (cached := cache.get(key)) is not None:
         return cached
@@ -257,11 +207,12 @@ async def cached_request(
                 raise
 
     try:
-        value = await with_retries(once, what=f"{source} {what}", retries=retries, transient=transient)
-    except (NetworkDown, RateLimited):
+        value = await retry(once, policy, what=f"{source} {what}")
+    except OnlineError:
         raise
     except Exception as exc:
-        raise OnlineError(f"{source} {what} failed: {type(exc).__name__}: {exc}") from exc
+        detail = str(exc) if isinstance(exc, ScholarloopError) else f"{type(exc).__name__}: {exc}"
+        raise OnlineError(f"{what} failed: {detail}", service=source) from exc
     if cache is not None:
         cache.set(key, value)
     return value

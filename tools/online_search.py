@@ -14,22 +14,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.core.errors import NetworkDownError, OnlineError
 from agent.core.settings import Settings
 from corpus.build import BuildReport, build_index
 from corpus.search import Filters, LocalSearch
 from corpus.store import Library
 from tools.crossref import CrossrefClient
-from tools.fetch import FetchError, fetch_pdf
-from tools.online import (
-    DiskCache,
-    Hit,
-    NetworkDown,
-    OnlineError,
-    hit_doc_id,
-    in_years,
-    merge_hits,
-    normalise_doi,
-)
+from tools.fetch import fetch_pdf
+from tools.online import DiskCache, Hit, hit_doc_id, in_years, merge_hits, normalise_doi
 from tools.semantic_scholar import SemanticScholarClient
 
 __all__ = ["OnlineSearch", "SearchOutcome"]
@@ -110,7 +102,7 @@ class OnlineSearch:
         )
         for client, result in zip(clients, results, strict=True):
             name = "Semantic Scholar" if client is self.s2 else "Crossref"
-            if isinstance(result, NetworkDown):
+            if isinstance(result, NetworkDownError):
                 self.offline = True
                 if not self.warned:
                     self.warned = True
@@ -179,9 +171,9 @@ class OnlineSearch:
                     warnings.append(
                         f"{hit.pdf_url}: " + "; ".join(i.reason for i in report.failed + report.skipped)
                     )
-                except NetworkDown:
+                except NetworkDownError:
                     self.offline = True
-                except (FetchError, OnlineError) as exc:
+                except OnlineError as exc:  # FetchError included: the message says why
                     warnings.append(str(exc))
             if hit.abstract:
                 doc_id = hit_doc_id(hit)

@@ -18,8 +18,7 @@ __all__ = ["candidate_filters", "paper_search"]
 
 def candidate_filters(ctx: ToolContext) -> Filters:
     """The filters ``gather_evidence`` should use: the run's own ones, narrowed to the candidates."""
-    base = ctx.extra.get("base_filters") or Filters()
-    candidates = ctx.extra.get("candidates")
+    base, candidates = ctx.base_filters, ctx.state.candidates
     return replace(base, include_doc_ids=set(candidates)) if candidates else base
 
 
@@ -37,14 +36,12 @@ async def paper_search(ctx: ToolContext, query: str, year_min: int = 0, year_max
     if ctx.searcher is None:
         return "No paper library is loaded."
     state = ctx.state
-    if query in state.queries_tried:
-        raise ToolRetry(f"the query {query!r} was already tried; use different terms")
     state.queries_tried.append(query)
-    base: Filters = ctx.extra.get("base_filters") or Filters()
+    base = ctx.base_filters
     filters = replace(base, year_min=year_min or base.year_min, year_max=year_max or base.year_max)
     k = ctx.settings.retrieval.paper_k
     notes: list[str] = []
-    online = ctx.extra.get("online")
+    online = ctx.online
     if online is not None and not online.offline:
         outcome = await online.search(query, year_min=filters.year_min, year_max=filters.year_max)
         notes += outcome.warnings
@@ -61,10 +58,10 @@ async def paper_search(ctx: ToolContext, query: str, year_min: int = 0, year_max
                 exclude_doc_ids=set(base.exclude_doc_ids)
                 | {d for h in outcome.hits if h.retracted and (d := online.known(h)) is not None},
             )
-            ctx.extra["base_filters"] = base
+            ctx.base_filters = base
             filters = replace(filters, exclude_doc_ids=base.exclude_doc_ids)
     found = ctx.searcher.search_papers(query, k, filters=filters)
-    candidates: dict[str, float] = ctx.extra.setdefault("candidates", {})
+    candidates = state.candidates
     new = 0
     for doc_id, score in found:
         if doc_id not in candidates:

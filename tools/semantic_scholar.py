@@ -1,9 +1,10 @@
 """Semantic Scholar through the ``semanticscholar`` package's async client.
 
 The package's own retry (tenacity, up to 10 tries on 429) is switched off so that one bounded
-policy governs every source. Its client raises ``ConnectionRefusedError`` on 429 and does not
-expose the response headers, so 429s here back off exponentially; Crossref honours
-``Retry-After``. An optional ``S2_API_KEY`` comes from the environment and is never logged.
+engine (:mod:`agent.core.retry`) governs every source. Its client raises
+``ConnectionRefusedError`` on 429 and does not expose the response headers, so 429s here back
+off exponentially; Crossref honours ``Retry-After``. An optional ``S2_API_KEY`` comes from the
+environment and is never logged.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from typing import Any
 
 import httpx
 
-from tools.online import (
-    DiskCache,
-    Hit,
-    NetworkDown,
-    OnlineError,
-    RateLimited,
-    cached_request,
-    normalise_doi,
+from agent.core.errors import (
+    NetworkDownError,
+    RateLimitError,
+    ScholarloopError,
+    ServiceTimeoutError,
+    ServiceUnavailableError,
 )
+from agent.core.retry import RetryPolicy
+from tools.online import DiskCache, Hit, cached_request, normalise_doi
 
 __all__ = ["FIELDS", "SemanticScholarClient", "hit_from_s2"]
 
@@ -71,19 +72,20 @@ def _network_down(exc: BaseException) -> bool:
     ) or "Name or service not known" in str(exc)
 
 
-def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, httpx.TimeoutException | httpx.RemoteProtocolError) or type(exc).__name__ in {
-        "InternalServerErrorException",
-        "GatewayTimeoutException",
-    }
+# the package's exceptions for 500 and 504 (matched by name: it may rename its module)
+_SERVER_ERRORS = {"InternalServerErrorException", "GatewayTimeoutException"}
 
 
-def _classify(raised: BaseException) -> OnlineError | None:
+def _classify(raised: BaseException) -> ScholarloopError | None:
     exc = _unwrap(raised)
     if isinstance(exc, ConnectionRefusedError):  # the package's 429
-        return RateLimited("Semantic Scholar rate limit (429)")
+        return RateLimitError("rate limit (429)")
     if _network_down(exc):
-        return NetworkDown(f"cannot reach Semantic Scholar: {exc}")
+        return NetworkDownError(f"cannot reach Semantic Scholar: {exc}")
+    if isinstance(exc, httpx.TimeoutException):
+        return ServiceTimeoutError(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, httpx.RemoteProtocolError) or type(exc).__name__ in _SERVER_ERRORS:
+        return ServiceUnavailableError(f"{type(exc).__name__}: {exc}")
     return None
 
 
@@ -95,7 +97,7 @@ class SemanticScholarClient:
             timeout=int(timeout), api_key=os.environ.get("S2_API_KEY"), retry=False
         )
         self.cache = cache
-        self.retries = retries
+        self.policy = RetryPolicy(max_retries=retries)
 
     async def _request(self, what: str, key: str, call: Any) -> Any:
         return await cached_request(
@@ -106,8 +108,7 @@ class SemanticScholarClient:
             what=what,
             host="api.semanticscholar.org",
             classify=_classify,
-            transient=lambda e: _transient(_unwrap(e)),
-            retries=self.retries,
+            policy=self.policy,
         )
 
     async def search(

@@ -108,7 +108,7 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
     if Verdict.supported in verdicts:
         claim.verdict = Verdict.supported
     else:
-        # A multiple-choice pick must be supported by the passage it cites (the rule):
+        # A multiple-choice pick must be supported by the passage it cites:
         # re-attributing it to some other passage at the lower MC threshold let a wrong pick
         # through (measured on LitQA2), so picks are never repaired that way.
         found = None if state.options else await _find_supporter(ctx, claim, {c.key for c in checks})

@@ -10,6 +10,7 @@ for ``answerable: false`` questions, abstaining is the correct response.
 from __future__ import annotations
 
 import ast
+import gzip
 import hashlib
 import json
 import random
@@ -19,12 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from agent.core.errors import ConfigError
 from agent.core.evidence import LETTERS, lettered, option_text
 from agent.core.state import INSUFFICIENT, Answer
 
 __all__ = [
+    "SET_FORMAT",
     "BenchQuestion",
     "Graded",
     "as_list",
@@ -36,6 +39,7 @@ __all__ = [
     "present",
     "row_key",
     "sample",
+    "set_name",
 ]
 
 
@@ -60,28 +64,89 @@ def as_list(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list | tuple) else []
 
 
+SET_FORMAT = (
+    'expected JSONL (gzipped too), one question a line: {"id", "question", "ideal" (null when the '
+    'corpus holds no answer), "distractors": [...], "sources": [...]}'
+)
+_REQUIRED = ("question", "ideal", "distractors")
+
+
+def set_name(path: Path) -> str:
+    """A set's name in reports and resume keys: the file name without .jsonl / .jsonl.gz."""
+    return Path(path.name.removesuffix(".gz")).stem
+
+
+def _set_text(path: Path) -> str:
+    """The file's text, gunzipped when it is gzip; a binary or unreadable file is a ConfigError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the question set ({exc.strerror}); {SET_FORMAT}") from exc
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ConfigError(f"{path}: a damaged gzip file ({exc}); {SET_FORMAT}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: a binary file, not UTF-8 text (byte {exc.start}); {SET_FORMAT}") from exc
+    if "\x00" in text:
+        raise ConfigError(f"{path}: a binary file (NUL bytes); {SET_FORMAT}")
+    return text
+
+
+def _set_row(path: Path, n: int, line: str) -> dict[str, Any]:
+    where = f"{path}:{n}"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc.msg}, column {exc.colno}); {SET_FORMAT}") from exc
+    if not isinstance(row, dict):
+        raise ConfigError(f"{where}: a JSON {type(row).__name__}, not an object; {SET_FORMAT}")
+    missing = [f for f in _REQUIRED if f not in row]
+    if missing:
+        has = ", ".join(sorted(row)[:8]) or "nothing"
+        # a corpus line (doc_id, text) given as a set is the usual way to get here
+        looks = "; it looks like a corpus document, not a question" if "text" in row else ""
+        raise ConfigError(f"{where}: no {', '.join(missing)} field (it has {has}){looks}; {SET_FORMAT}")
+    if not isinstance(row["question"], str) or not row["question"].strip():
+        raise ConfigError(f"{where}: 'question' is not a non-empty string; {SET_FORMAT}")
+    return row
+
+
 def load_set(path: Path) -> list[BenchQuestion]:
-    """LitQA2's native JSONL and the shared-data format (string-encoded lists, ``answerable``)."""
+    """LitQA2's native JSONL and the shared-data format (string-encoded lists, ``answerable``).
+
+    A file that is not a question set (a gzipped corpus, a binary, a line of bad JSON, a row
+    without the fields) raises :class:`ConfigError` naming the file, the line and the format,
+    instead of a decoding error from deep inside the run.
+    """
     out = []
-    for line in path.read_text().splitlines():
+    for n, line in enumerate(_set_text(path).splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        row = _set_row(path, n, line)
         ideal = row.get("ideal")
         # LitQA2's native file spells "no answer in the corpus" as the string "null"
         ideal = None if ideal is None or str(ideal).strip().lower() in ("", "null", "none") else str(ideal)
-        out.append(
-            BenchQuestion(
+        try:
+            question = BenchQuestion(
                 id=str(row.get("id") or hashlib.sha256(row["question"].encode()).hexdigest()[:12]),
                 question=row["question"],
                 ideal=ideal,
                 distractors=as_list(row.get("distractors", [])),
                 sources=as_list(row.get("sources", [])),
                 answerable=row.get("answerable", True) is not False and ideal is not None,
-                tag=row.get("tag") or path.stem,
+                tag=row.get("tag") or set_name(path),
                 key_passage=row.get("key-passage"),
             )
-        )
+        except ValidationError as exc:
+            problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"{path}:{n}: {problem}; {SET_FORMAT}") from exc
+        out.append(question)
+    if not out:
+        raise ConfigError(f"{path}: no questions in the file; {SET_FORMAT}")
     return out
 
 

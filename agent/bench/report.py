@@ -89,7 +89,7 @@ def _fmt(value: Any, pct: bool = True) -> str:
 
 
 def side_by_side(report: dict[str, Any]) -> str:
-    """A markdown table: one row per (set, system), the numbers the issue compares."""
+    """A markdown table: one row per (set, system), the numbers the systems are compared on."""
     head = (
         "| set | system | n | accuracy | precision | coverage | abstention | recall@k | "
         "faithfulness | fabricated | median s | p90 s | median tokens |"

@@ -8,14 +8,56 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
 
-__all__ = ["ask_command", "batch_command"]
+from agent.cli.output import console, spinner
+
+__all__ = ["StepDisplay", "ask_command", "batch_command"]
 
 
 def _session(obj: Any, papers: Path | None, index: Path | None, online: bool) -> Any:
     from agent.api import Session
 
-    return Session(papers=papers, index=index, online=online, settings=obj.settings)
+    settings = obj.settings  # before the spinner: it prints the banner
+    # A first --papers run indexes the folder here, and local models load here: both take a while.
+    what = f"indexing {papers}" if papers is not None else "opening the library"
+    with spinner(console(silent=obj.silent), f"{what} and loading models…"):
+        return Session(papers=papers, index=index, online=online, settings=settings)
+
+
+class StepDisplay:
+    """The agent's tool steps as they happen: a line per step, a spinner while it runs.
+
+    Fed by the loop's ``on_event``; the spinner is stopped by the step's observation, and by
+    :meth:`close` if the run ends without one (an error).
+    """
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self._status: Status | None = None
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        if event == "step":
+            self.close()
+            # escaped: queries and observations are model text, and "[/x]" would be rich markup
+            args = escape(", ".join(f"{k}={str(v)[:60]!r}" for k, v in data["arguments"].items()))
+            reason = escape(str(data["reason"]))
+            self.out.print(f"[bold cyan]→ {data['tool']}[/bold cyan]({args})  [dim]{reason}[/dim]")
+            self._status = self.out.status(f"{data['tool']}…", spinner="dots")
+            self._status.start()
+        elif event == "observation":
+            self.close()
+            lines = data["observation"].splitlines() or [""]
+            first = escape(lines[0][:150])
+            self.out.print(f"  [dim]{first} ({data['seconds']:.1f}s)[/dim]", highlight=False)
+            for note in (line for line in lines[1:] if line.startswith("Note: ")):
+                self.out.print(f"  [yellow]{escape(note[6:])}[/yellow]", highlight=False)
+
+    def close(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 @click.command("ask")
@@ -27,30 +69,46 @@ def _session(obj: Any, papers: Path | None, index: Path | None, online: bool) ->
     "--index", type=click.Path(path_type=Path, file_okay=False), help="Index built with `index build`."
 )
 @click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref.")
-@click.option("--option", "options", multiple=True, help="Multiple-choice option (repeat for each).")
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="TEXT",
+    help="A multiple-choice option; repeat --option for each.",
+)
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the answer as a self-contained HTML page to inspect its citations.",
+)
 @click.pass_obj
 def ask_command(
-    obj: Any, question: str, papers: Path | None, index: Path | None, online: bool, options: tuple[str, ...]
+    obj: Any,
+    question: str,
+    papers: Path | None,
+    index: Path | None,
+    online: bool,
+    options: tuple[str, ...],
+    html_out: Path | None,
 ) -> None:
     """Answer QUESTION with cited, citation-checked claims."""
     import asyncio
 
-    err = Console(stderr=True, quiet=obj.quiet or obj.as_json)
     session = _session(obj, papers, index, online)
+    err = console(silent=obj.silent)
     info = session.library.info()
     err.print(f"[dim]library {info['path']}: {info['papers']} papers, {info['chunks']} chunks[/dim]")
+    steps = StepDisplay(err)
+    try:
+        answer = asyncio.run(session.ask(question, options=list(options) or None, on_event=steps))
+    finally:
+        steps.close()
+    if html_out is not None:
+        from corpus.store import write_atomic
 
-    def on_event(event: str, data: dict[str, Any]) -> None:
-        if event == "step":
-            args = ", ".join(f"{k}={str(v)[:60]!r}" for k, v in data["arguments"].items())
-            err.print(f"[bold cyan]→ {data['tool']}[/bold cyan]({args})  [dim]{data['reason']}[/dim]")
-        elif event == "observation":
-            lines = data["observation"].splitlines() or [""]
-            err.print(f"  [dim]{lines[0][:150]} ({data['seconds']:.1f}s)[/dim]")
-            for note in (line for line in lines[1:] if line.startswith("Note: ")):
-                err.print(f"  [yellow]{note[6:]}[/yellow]")
-
-    answer = asyncio.run(session.ask(question, options=list(options) or None, on_event=on_event))
+        write_atomic(html_out, answer.to_html().encode("utf-8"))
+        err.print(f"[dim]answer page written to {html_out}[/dim]")
     if obj.as_json:
         click.echo(answer.model_dump_json(indent=2))
         return
@@ -104,13 +162,15 @@ def batch_command(
     index: Path | None,
     online: bool,
 ) -> None:
-    """Answer every question in a .txt (one a line) or .jsonl file; rerun to resume."""
-    from agent.api import ask_many
+    """Answer every question in a .txt (one a line) or .jsonl file (gzipped too); rerun to resume.
 
+    A .jsonl line is an object with "question" and optionally "id" and "options".
+    """
+    from agent.api import ask_many, load_questions
+
+    load_questions(questions)  # a malformed file fails here, before models load
     session = _session(obj, papers, index, online)
-    answers = ask_many(
-        questions, session=session, out=out, concurrency=concurrency, progress=not (obj.quiet or obj.as_json)
-    )
+    answers = ask_many(questions, session=session, out=out, concurrency=concurrency, progress=not obj.silent)
     counts: dict[str, int] = {}
     for a in answers:
         counts[a.status.value] = counts.get(a.status.value, 0) + 1

@@ -17,9 +17,20 @@ from typing import Any, Protocol
 import click
 
 from agent.bench.grading import BenchQuestion, Graded, row_key
+from agent.cli.corpus import build_with_progress
+from agent.cli.output import console, progress_bar, repeat_hint, spinner
+from agent.core.errors import ScholarloopError
 from agent.core.state import Answer, Status
 
-__all__ = ["BenchSystem", "ScholarloopSystem", "bench_command", "doi_index", "gold_documents", "run_bench"]
+__all__ = [
+    "BenchSystem",
+    "ScholarloopSystem",
+    "bench_command",
+    "check_sets",
+    "doi_index",
+    "gold_documents",
+    "run_bench",
+]
 
 
 def doi_index(library: Any) -> dict[str, set[str]]:
@@ -99,9 +110,7 @@ async def run_bench(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Answer, grade and report; ``session`` supplies the library (gold sources) and the judge."""
-    from rich.progress import Progress
-
-    from agent.bench.grading import load_set, sample
+    from agent.bench.grading import load_set, sample, set_name
     from agent.bench.report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -112,31 +121,32 @@ async def run_bench(
     rows: list[Graded] = []
     # Questions outermost, systems innermost: an interrupted side-by-side run still compares
     # the systems on the same questions, and a resume fills in the rest.
-    with Progress(disable=not progress) as bar:
+    with progress_bar(silent=not progress) as bar:
         for set_path in sets:
+            name = set_name(set_path)
             questions: list[BenchQuestion] = sample(load_set(set_path), limit, seed)
-            task = bar.add_task(set_path.stem, total=len(questions) * repeats * len(systems))
+            task = bar.add_task(name, total=len(questions) * repeats * len(systems))
             mine: dict[str, list[Graded]] = {s.name: [] for s in systems}
             for repeat in range(repeats):
                 for q in questions:
                     for system in systems:
-                        graded = done.get(row_key(system.name, set_path.stem, q.id, repeat))
+                        graded = done.get(row_key(system.name, name, q.id, repeat))
                         if graded is None:
                             graded = await _one(
                                 system, session, by_doi, q, seed + repeat, withhold, free_text
                             )
                             graded = graded.model_copy(
-                                update={"system": system.name, "set_name": set_path.stem, "repeat": repeat}
+                                update={"system": system.name, "set_name": name, "repeat": repeat}
                             )
                             with results_path.open("a") as fh:
                                 fh.write(graded.model_dump_json() + "\n")
                         mine[system.name].append(graded)
                         accs = " ".join(
-                            f"{name} {sum(r.correct for r in got) / len(got):.2f}"
-                            for name, got in mine.items()
+                            f"{who} {sum(r.correct for r in got) / len(got):.2f}"
+                            for who, got in mine.items()
                             if got
                         )
-                        bar.update(task, advance=1, description=f"{set_path.stem} acc {accs}")
+                        bar.update(task, advance=1, description=f"{name} acc {accs}")
             for got in mine.values():
                 rows += got
     meta = {
@@ -179,6 +189,24 @@ async def _one(
     return graded
 
 
+def check_sets(ctx: click.Context, sets: Sequence[Path]) -> None:
+    """Load every set once so a bad one fails at once, naming the file, the line and the format.
+
+    A file that follows a ``--corpus`` value is a corpus the user meant to pass with it: that is
+    a usage error, answered with "repeat --corpus".
+    """
+    from agent.bench.grading import load_set
+
+    for path in sets:
+        try:
+            load_set(path)
+        except ScholarloopError as exc:
+            hint = repeat_hint(ctx, str(path))
+            if hint:
+                raise click.UsageError(f"{path} is not a question set: {hint}", ctx) from exc
+            raise
+
+
 def _systems(names: Sequence[str], session: Any, stack: Any) -> list[BenchSystem]:
     out: list[BenchSystem] = []
     for name in names:
@@ -198,7 +226,9 @@ def _systems(names: Sequence[str], session: Any, stack: Any) -> list[BenchSystem
     "--corpus",
     multiple=True,
     type=click.Path(path_type=Path, exists=True),
-    help="Corpus files or folders; indexed into --index (default $SCHOLARLOOP_HOME/bench-index), or reused.",
+    metavar="PATH",
+    help="A corpus file or folder, indexed into --index (default $SCHOLARLOOP_HOME/bench-index) or reused; "
+    "repeat --corpus for each: --corpus A.jsonl --corpus B.jsonl.gz.",
 )
 @click.option("--limit", type=int, help="Seeded sample of N questions per set.")
 @click.option("--seed", default=0, show_default=True)
@@ -215,7 +245,7 @@ def _systems(names: Sequence[str], session: Any, stack: Any) -> list[BenchSystem
     type=click.Choice(["scholarloop", "paperqa"]),
     default=("scholarloop",),
     show_default=True,
-    help="Repeat to compare systems side by side on the same sample.",
+    help="A system to run; repeat --system to compare systems side by side on the same sample.",
 )
 @click.option("--free-text", is_flag=True, help="Ask without options and score the RAGAS four.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True)
@@ -233,21 +263,26 @@ def bench_command(
     free_text: bool,
     out: Path,
 ) -> None:
-    """Benchmark on LitQA2-style multiple-choice SETS; rerun with the same --out to resume."""
+    """Benchmark on LitQA2-style multiple-choice SETS; rerun with the same --out to resume.
+
+    A set is JSONL (gzipped too), one question a line: "question", "ideal" (null when the corpus
+    holds no answer), "distractors", and optionally "id", "sources", "answerable", "tag".
+    """
     from contextlib import ExitStack
 
     from agent.api import Session
     from agent.bench.report import side_by_side
 
     settings = obj.settings
+    check_sets(click.get_current_context(), sets)  # before the index build, which can take minutes
     if corpus:
-        from corpus.build import build_index, iter_sources
-
         index = index or settings.home / "bench-index"
-        build_index(list(iter_sources(list(corpus))), index, settings)
-    session = Session(index=index, settings=settings)
+        build_with_progress(list(corpus), index, settings, silent=obj.silent)
+    with spinner(console(silent=obj.silent), "opening the index and loading models…"):
+        session = Session(index=index, settings=settings)
     with ExitStack() as stack:
-        systems = _systems(system_names, session, stack)
+        with spinner(console(silent=obj.silent), f"starting {', '.join(system_names)}…"):
+            systems = _systems(system_names, session, stack)
         report = asyncio.run(
             run_bench(
                 list(sets),
@@ -259,7 +294,7 @@ def bench_command(
                 repeats=repeats,
                 systems=systems,
                 free_text=free_text,
-                progress=not (obj.quiet or obj.as_json),
+                progress=not obj.silent,
             )
         )
     if obj.as_json:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn
 
-__all__ = ["index_group", "search_command"]
+from agent.cli.output import ScholarloopGroup, progress_bar
+
+__all__ = ["build_with_progress", "index_group", "search_command"]
 
 
 def _index_dir(obj: object, index: Path | None) -> Path:
@@ -30,7 +33,23 @@ def parse_years(value: str | None) -> tuple[int | None, int | None]:
         ) from exc
 
 
-@click.group("index")
+def build_with_progress(sources: list[Path], root: Path, settings: Any, *, silent: bool) -> Any:
+    """Index ``sources`` into ``root`` with a documents bar (``index build``, ``bench --corpus``)."""
+    from corpus.build import build_index, count_documents, iter_sources
+
+    paths = list(iter_sources(sources))
+    with progress_bar(TextColumn("{task.fields[chunks]} chunks"), silent=silent) as bar:
+        task = bar.add_task("indexing", total=count_documents(paths), chunks=0)
+        state = {"chunks": 0}
+
+        def on_progress(docs: int, chunks: int) -> None:
+            state["chunks"] += chunks
+            bar.update(task, advance=docs, chunks=state["chunks"])
+
+        return build_index(paths, root, settings, progress=on_progress)
+
+
+@click.group("index", cls=ScholarloopGroup)
 def index_group() -> None:
     """Build and inspect a local paper index."""
 
@@ -45,33 +64,13 @@ def build(obj: object, sources: tuple[Path, ...], index: Path | None, embedder: 
 
     Re-running adds new documents only; an interrupted build resumes where it stopped.
     """
-    from corpus.build import build_index, count_documents, iter_sources
-
     settings = obj.settings  # type: ignore[attr-defined]
     if embedder:
         settings = settings.model_copy(
             update={"embedding": settings.embedding.model_copy(update={"model": embedder})}
         )
     root = _index_dir(obj, index)
-    paths = list(iter_sources(list(sources)))
-    quiet = obj.quiet or obj.as_json  # type: ignore[attr-defined]
-    with Progress(
-        TextColumn("[bold]indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[chunks]} chunks"),
-        TimeElapsedColumn(),
-        disable=quiet,
-        transient=False,
-    ) as bar:
-        task = bar.add_task("docs", total=count_documents(paths), chunks=0)
-        state = {"chunks": 0}
-
-        def on_progress(docs: int, chunks: int) -> None:
-            state["chunks"] += chunks
-            bar.update(task, advance=docs, chunks=state["chunks"])
-
-        report = build_index(paths, root, settings, progress=on_progress)
+    report = build_with_progress(list(sources), root, settings, silent=obj.silent)  # type: ignore[attr-defined]
     if obj.as_json:  # type: ignore[attr-defined]
         click.echo(report.model_dump_json(indent=2))
         return
@@ -107,7 +106,9 @@ def info(obj: object, index: Path | None) -> None:
 @click.option("--method", type=click.Choice(["hybrid", "dense", "bm25"]), default="hybrid", show_default=True)
 @click.option("--papers", "papers", is_flag=True, help="Rank papers instead of chunks.")
 @click.option("--year", help="Year range, e.g. 2020-2024.")
-@click.option("--exclude", multiple=True, metavar="DOC_ID", help="Leave these documents out.")
+@click.option(
+    "--exclude", multiple=True, metavar="DOC_ID", help="Leave this document out; repeat --exclude for each."
+)
 @click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref.")
 @click.option(
     "--fetch", is_flag=True, help="With --online: add new hits to the index (open-access PDF, else abstract)."

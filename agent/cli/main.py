@@ -2,15 +2,15 @@
 
 Every command resolves settings the same way (``--config`` preset, ``SCHOLARLOOP_*``
 environment, ``--set section.field=value``) and prints the resolved role models first, so a
-run's output always says which models produced it. ``--json`` prints machine-readable output
-only; ``--quiet`` drops the banner.
+run's output always says which models produced it. The output flags (``--json``, ``-q``, ``-v``)
+are accepted before and after the subcommand; see :mod:`agent.cli.output` for them, for how
+errors are reported and for the exit codes (0 done, 1 error, 2 usage error, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from typing import Any
 
@@ -18,10 +18,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.core.errors import ScholarloopError
+from agent.cli.output import Output, ScholarloopGroup, configure_logging, get_output, output_options
+from agent.core.errors import ConfigError
 from agent.core.settings import Settings, available_presets, load_settings
 
-__all__ = ["main"]
+__all__ = ["Context", "cli", "main"]
 
 # Wide enough for paths and model names when output goes to a file or CI log.
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -43,24 +44,67 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 class Context:
-    def __init__(self, config: str | None, sets: tuple[str, ...], as_json: bool, quiet: bool):
+    """What a command gets from the group: the settings (resolved on first use) and the output mode."""
+
+    def __init__(self, config: str | None, sets: tuple[str, ...], output: Output):
         self.config = config
         self.sets = _parse_sets(sets)
-        self.as_json = as_json
-        self.quiet = quiet
+        self.output = output
         self._settings: Settings | None = None
+
+    # The output flags may still change after this object exists (a flag after the subcommand),
+    # so these read the shared Output each time.
+    @property
+    def as_json(self) -> bool:
+        return self.output.as_json
+
+    @property
+    def quiet(self) -> bool:
+        return self.output.quiet
+
+    @property
+    def verbose(self) -> bool:
+        return self.output.verbose
+
+    @property
+    def silent(self) -> bool:
+        return self.output.silent
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = load_settings(self.config, **self.sets)
-            if not self.quiet and not self.as_json:
+            self._settings = self._load()
+            if not self.silent:
                 models = ", ".join(f"{r}={m}" for r, m in self._settings.role_models().items())
-                err.print(f"[dim]preset {self._settings.preset}; models: {models}[/dim]")
+                err.print(f"[dim]preset {self._settings.preset}; models: {models}[/dim]", highlight=False)
         return self._settings
 
+    def _load(self) -> Settings:
+        """Resolve settings; a bad ``--config`` or ``--set`` value is a usage error (exit 2).
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+        On failure the layers are retried without the command line's values, to blame the
+        option that broke them; a bad environment variable stays a plain error (exit 1).
+        """
+        try:
+            return load_settings(self.config, **self.sets)
+        except ConfigError as exc:
+            if self.sets and _loads(self.config):
+                raise click.BadParameter(str(exc), param_hint="'--set'") from exc
+            if self.config and _loads(None):
+                raise click.BadParameter(str(exc), param_hint="'-c' / '--config'") from exc
+            raise
+
+
+def _loads(config: str | None) -> bool:
+    try:
+        load_settings(config)
+    except ConfigError:
+        return False
+    return True
+
+
+@output_options
+@click.group(cls=ScholarloopGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "-c", "--config", metavar="NAME", help=f"Preset ({', '.join(available_presets())}) or a .toml path."
 )
@@ -69,20 +113,17 @@ class Context:
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a setting, e.g. llm.judge=local:smollm2-135m.",
+    help="Override a setting, e.g. llm.judge=local:smollm2-135m; repeat --set for each.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON only (for scripts).")
-@click.option("-q", "--quiet", is_flag=True, help="No banner or progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="Log retries and provider details.")
 @click.pass_context
-def cli(
-    ctx: click.Context, config: str | None, sets: tuple[str, ...], as_json: bool, quiet: bool, verbose: bool
-) -> None:
-    """scholarloop: cited, citation-checked answers to scientific literature questions."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    ctx.obj = Context(config, sets, as_json, quiet)
+def cli(ctx: click.Context, config: str | None, sets: tuple[str, ...]) -> None:
+    """scholarloop: cited, citation-checked answers to scientific literature questions.
+
+    --json, -q and -v work before or after the command; the one after it wins.
+    """
+    output = get_output(ctx)
+    configure_logging(output)
+    ctx.obj = Context(config, sets, output)
 
 
 @cli.command()
@@ -138,18 +179,24 @@ def show_config(obj: Context) -> None:
 
 
 @cli.command("presets")
-def presets() -> None:
+@click.pass_obj
+def presets(obj: Context) -> None:
     """List the presets in configs/."""
-    for name in available_presets():
-        click.echo(name)
+    names = available_presets()
+    click.echo(json.dumps(names) if obj.as_json else "\n".join(names))
 
 
 @cli.command("models")
-def models() -> None:
+@click.pass_obj
+def models(obj: Context) -> None:
     """List the offline models this install knows."""
     from agent.llm.local_models import REGISTRY
 
-    for spec in REGISTRY.values():
+    specs = list(REGISTRY.values())
+    if obj.as_json:
+        click.echo(json.dumps([{"model": f"local:{s.name}", "description": s.description} for s in specs]))
+        return
+    for spec in specs:
         click.echo(f"local:{spec.name}\t{spec.description}")
 
 
@@ -157,29 +204,21 @@ def _register() -> None:
     from agent.cli.ask import ask_command, batch_command
     from agent.cli.bench import bench_command
     from agent.cli.corpus import index_group, search_command
+    from agent.cli.serve import serve_command
 
     cli.add_command(ask_command)
     cli.add_command(batch_command)
     cli.add_command(bench_command)
     cli.add_command(index_group)
     cli.add_command(search_command)
+    cli.add_command(serve_command)
 
 
 _register()
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        err.print("aborted")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except ScholarloopError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        sys.exit(2)
+    cli.main(prog_name="scholarloop")
 
 
 if __name__ == "__main__":

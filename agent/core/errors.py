@@ -4,22 +4,36 @@ Every error a user can meet derives from :class:`ScholarloopError` and says what
 (which file, which setting, which environment variable)::
 
     ScholarloopError
-    ├── ConfigError                 bad preset, bad value, unknown setting
-    │   └── MissingAPIKeyError      a chosen provider's key is not in the environment
-    ├── CorpusError                 unreadable paper, bad index, manifest mismatch
-    ├── LLMError                    anything a model provider did wrong
-    │   ├── ModelRequestsDisabled   the test switch forbids real model calls
-    │   ├── ModelNotAvailableError  a local model file is missing or fails its checksum
-    │   ├── RateLimitError          429; carries ``retry_after`` seconds when the server said
-    │   ├── ProviderTimeoutError    the request ran out of time
-    │   ├── ProviderUnavailableError  5xx / connection failure
-    │   ├── MalformedResponseError  the reply could not be parsed (bad JSON, no content)
-    │   └── ScriptExhaustedError    a scripted test LLM was asked for more than it was given
-    ├── ToolError                   a tool failed in a way the agent cannot recover from
-    └── RunError                    the agent loop itself failed (budget misuse, bad state)
+    ├── ConfigError                      bad preset, bad value, unknown setting
+    │   └── MissingAPIKeyError           a chosen provider's key is not in the environment
+    ├── CorpusError                      unreadable paper, bad index, manifest mismatch
+    ├── ServiceError                     a model provider or an online source failed
+    │   ├── TransientError               worth retrying after a pause
+    │   │   ├── RateLimitError           429; carries ``retry_after`` seconds when the server said
+    │   │   ├── ServiceTimeoutError      the request ran out of time
+    │   │   └── ServiceUnavailableError  5xx, overloaded, or the connection was reset
+    │   ├── LLMError                     a model provider refused or garbled a request
+    │   │   ├── ModelRequestsDisabledError  the test switch forbids real model calls
+    │   │   ├── ModelNotAvailableError   a local model file is missing or fails its checksum
+    │   │   ├── MalformedResponseError   the reply could not be parsed (bad JSON, no content)
+    │   │   └── ScriptExhaustedError     a scripted test LLM was asked for more than it was given
+    │   └── OnlineError                  an online paper source failed for good
+    │       ├── NetworkDownError         DNS or connect failure: the network is unreachable
+    │       └── FetchError               a PDF download was refused or failed
+    └── ToolError                        a tool failed; the loop reports it to the policy
 
-Retrying is decided by type: :class:`RateLimitError`, :class:`ProviderTimeoutError` and
-:class:`ProviderUnavailableError` are *transient* and retried with backoff; the rest are not.
+Retrying is decided by type, in one place (:mod:`agent.core.retry`): only a
+:class:`TransientError` is retried, with backoff, whether a model provider or an online source
+raised it. :class:`NetworkDownError` is deliberately *not* transient: retrying an unreachable
+network only makes the user wait before the local-library fallback.
+
+A tool that raises any :class:`ScholarloopError` does not stop the run: the loop turns it into
+an observation for the policy, and only two failed steps in a row end the run. That is why a
+caller that wants "the model call failed after its retries" catches :class:`ServiceError`, not
+:class:`LLMError`: a rate limit that outlasts its retries is a :class:`RateLimitError`.
+
+``tools.base.ToolRetry`` sits outside this tree on purpose: it is a signal asking the model to
+call a tool differently, not an error.
 """
 
 from __future__ import annotations
@@ -27,19 +41,22 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "CorpusError",
+    "FetchError",
     "LLMError",
     "MalformedResponseError",
     "MissingAPIKeyError",
     "ModelNotAvailableError",
-    "ModelRequestsDisabled",
-    "ProviderTimeoutError",
-    "ProviderUnavailableError",
+    "ModelRequestsDisabledError",
+    "NetworkDownError",
+    "OnlineError",
     "RateLimitError",
-    "RunError",
     "ScholarloopError",
     "ScriptExhaustedError",
+    "ServiceError",
+    "ServiceTimeoutError",
+    "ServiceUnavailableError",
     "ToolError",
-    "TransientLLMError",
+    "TransientError",
 ]
 
 
@@ -72,40 +89,56 @@ class CorpusError(ScholarloopError):
     """A paper, chunk store or index could not be read or written."""
 
 
-class LLMError(ScholarloopError):
-    """A model provider failed."""
+class ServiceError(ScholarloopError):
+    """A model provider or an online source failed.
+
+    ``service`` names who failed (``anthropic:claude-…``, ``Crossref``) and prefixes the message,
+    so a log line says which of several configured services to look at.
+    """
+
+    def __init__(self, message: str, *, service: str | None = None) -> None:
+        self.service = service
+        super().__init__(f"[{service}] {message}" if service else message)
+
+
+class TransientError(ServiceError):
+    """A failure worth retrying after a pause; the retry engine retries exactly these."""
+
+
+class RateLimitError(TransientError):
+    """The service answered 429 (or its SDK's equivalent).
+
+    ``retry_after`` is the wait in seconds the server asked for, when it said; the retry engine
+    honours it (up to its cap) instead of its own backoff.
+    """
+
+    def __init__(self, message: str, *, service: str | None = None, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, service=service)
+
+
+class ServiceTimeoutError(TransientError):
+    """The request did not finish within the configured timeout."""
+
+
+class ServiceUnavailableError(TransientError):
+    """The service returned 5xx, said it was overloaded, or dropped the connection."""
+
+
+class LLMError(ServiceError):
+    """A model provider failed in a way that waiting will not fix (bad request, bad reply)."""
 
     def __init__(self, message: str, *, model: str | None = None) -> None:
         self.model = model
-        super().__init__(f"[{model}] {message}" if model else message)
+        super().__init__(message, service=model)
 
 
-class ModelRequestsDisabled(LLMError):
-    """Real model requests are switched off (``agent.llm.ALLOW_MODEL_REQUESTS = False``)."""
+class ModelRequestsDisabledError(LLMError):
+    """Real model requests are switched off (``agent.llm.switch``), as they are during tests."""
 
 
 class ModelNotAvailableError(LLMError):
     """A local model is not installed, incomplete, or fails its checksum."""
-
-
-class TransientLLMError(LLMError):
-    """A failure worth retrying after a pause."""
-
-
-class RateLimitError(TransientLLMError):
-    """The provider answered 429 (or its SDK's equivalent)."""
-
-    def __init__(self, message: str, *, model: str | None = None, retry_after: float | None = None) -> None:
-        self.retry_after = retry_after
-        super().__init__(message, model=model)
-
-
-class ProviderTimeoutError(TransientLLMError):
-    """The request did not finish within the configured timeout."""
-
-
-class ProviderUnavailableError(TransientLLMError):
-    """The provider returned 5xx or could not be reached."""
 
 
 class MalformedResponseError(LLMError):
@@ -116,9 +149,17 @@ class ScriptExhaustedError(LLMError):
     """A scripted test LLM ran out of queued replies: the test asked for more calls than it planned."""
 
 
+class OnlineError(ServiceError):
+    """An online source failed in a way retries did not fix (reported, never fatal to a run)."""
+
+
+class NetworkDownError(OnlineError):
+    """DNS or connect failure: the network is unreachable, so searching falls back to the library."""
+
+
+class FetchError(OnlineError):
+    """A PDF download was refused or failed; the message says why."""
+
+
 class ToolError(ScholarloopError):
-    """A tool failed and the failure should stop the run."""
-
-
-class RunError(ScholarloopError):
-    """The agent loop failed."""
+    """A tool failed; the loop reports it to the policy as an observation and goes on."""

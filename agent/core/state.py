@@ -24,6 +24,7 @@ __all__ = [
     "Evidence",
     "GateResult",
     "Reference",
+    "RunProgress",
     "RunState",
     "Status",
     "Step",
@@ -126,6 +127,21 @@ class Step(BaseModel):
     error: str | None = None
 
 
+class RunProgress(BaseModel):
+    """Where the run stands under the loop's rules: the rulebook reads and writes it, a policy
+    only reads it. Kept in the state, not in the rulebook, so a policy stays a pure chooser and
+    a trace of the state shows why the loop did what it did."""
+
+    requeries: int = Field(default=0, description="Searches after the first, counted against the limit.")
+    regenerations: int = Field(default=0, description="Drafts rewritten after a failed citation check.")
+    searched_since_gather: bool = Field(default=False, description="A search found papers not yet read.")
+    answered: bool = Field(default=False, description="The answer step ran since the last re-query.")
+    verified: bool = Field(default=False, description="The current draft went through the citation check.")
+    answered_from: frozenset[str] | None = Field(
+        default=None, description="The evidence keys the last answer was offered; None before any answer."
+    )
+
+
 class RunState(BaseModel):
     """The run's memory, shared by the tools through their context."""
 
@@ -134,6 +150,10 @@ class RunState(BaseModel):
     papers: dict[str, Paper] = Field(default_factory=dict)
     evidence: dict[str, Evidence] = Field(default_factory=dict)
     queries_tried: list[str] = Field(default_factory=list)
+    candidates: dict[str, float] = Field(
+        default_factory=dict,
+        description="Papers the searches found (doc id → best paper score): evidence is read from these.",
+    )
     gate: GateResult | None = None
     claims: list[Claim] = Field(default_factory=list)
     summary: str = ""
@@ -142,6 +162,7 @@ class RunState(BaseModel):
     report: VerificationReport | None = None
     usage: list[Usage] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
+    progress: RunProgress = Field(default_factory=RunProgress)
 
     def add_usage(self, usage: Usage) -> None:
         self.usage.append(usage)
@@ -211,6 +232,12 @@ class Answer(BaseModel):
             lines.append("")
         lines.append(f"_{self.seconds:.1f} s, {self.total_tokens} tokens, ${self.cost_usd:.4f}_")
         return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """A self-contained page: each claim's verdict beside the passage it cites, quote marked."""
+        from agent.core.html import answer_html  # the kernel module imports this one
+
+        return answer_html(self)
 
     def _repr_markdown_(self) -> str:  # Jupyter renders the answer, not the repr
         return self.to_markdown()

@@ -4,8 +4,9 @@
 ``score_yes``; :mod:`agent.llm.testing` holds the scripted and function doubles.
 """
 
+from agent.core.retry import RetryPolicy
 from agent.llm import switch
-from agent.llm.base import LLM, BaseLLM, RetryPolicy
+from agent.llm.base import LLM, BaseLLM
 from agent.llm.factory import provider_of, resolve_llm, resolve_role_llms
 from agent.llm.types import Completion, Message, ToolCall, ToolSpec, Usage, YesNoScore
 

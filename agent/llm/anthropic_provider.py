@@ -5,8 +5,8 @@ SDK validates it server-side, which is sturdier than asking for JSON in prose. L
 prompts and messages marked ``cache=True`` get ``cache_control`` so repeated prefixes (the
 judge's instructions, the evidence block) are billed at the cache rate.
 
-The SDK's own retries are switched off (``max_retries=0``) so that one retry policy, the base
-class's, governs every provider and honours ``Retry-After`` the same way.
+The SDK's own retries are switched off (``max_retries=0``) so that one retry engine
+(:mod:`agent.core.retry`) governs every provider and honours ``Retry-After`` the same way.
 """
 
 from __future__ import annotations
@@ -18,33 +18,19 @@ from typing import Any
 from agent.core.errors import (
     LLMError,
     MalformedResponseError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
     RateLimitError,
+    ServiceTimeoutError,
+    ServiceUnavailableError,
 )
+from agent.core.retry import retry_after_seconds
 from agent.llm.base import BaseLLM
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage
 
-__all__ = ["AnthropicLLM", "retry_after_seconds"]
+__all__ = ["AnthropicLLM"]
 
 _STRUCTURED_TOOL = "respond"
 # Anthropic caches prefixes of at least ~1024 tokens; shorter ones are not worth a marker.
 _CACHE_MIN_CHARS = 4000
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """``Retry-After`` (seconds form) or ``retry-after-ms``; None when absent or unparsable."""
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) * scale
-        except ValueError:
-            continue
-    return None
 
 
 def _cost(model: str, prompt: int, completion: int, cache_read: int, cache_write: int) -> float:
@@ -157,16 +143,16 @@ class AnthropicLLM(BaseLLM):
         except anthropic.RateLimitError as exc:
             raise RateLimitError(
                 "rate limited (429)",
-                model=self.name,
+                service=self.name,
                 retry_after=retry_after_seconds(exc.response.headers),
             ) from exc
         except anthropic.APITimeoutError as exc:
-            raise ProviderTimeoutError(f"timed out after {self.timeout_s}s", model=self.name) from exc
+            raise ServiceTimeoutError(f"timed out after {self.timeout_s}s", service=self.name) from exc
         except anthropic.APIConnectionError as exc:
-            raise ProviderUnavailableError(f"cannot reach Anthropic: {exc}", model=self.name) from exc
+            raise ServiceUnavailableError(f"cannot reach Anthropic: {exc}", service=self.name) from exc
         except anthropic.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 529:
-                raise ProviderUnavailableError(f"server error {exc.status_code}", model=self.name) from exc
+                raise ServiceUnavailableError(f"server error {exc.status_code}", service=self.name) from exc
             raise LLMError(f"request rejected ({exc.status_code}): {exc.message}", model=self.name) from exc
         except (ValueError, TypeError, KeyError) as exc:
             raise MalformedResponseError(f"unreadable response: {exc}", model=self.name) from exc

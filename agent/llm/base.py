@@ -1,33 +1,29 @@
 """The one ``LLM`` protocol and the base class every provider builds on.
 
 The base class owns what must behave the same for every provider: the network switch,
-retries with backoff (honouring ``Retry-After``), a per-provider concurrency limit, and usage
-accounting. Providers only implement ``_complete`` (and optionally ``_score_yes``).
+retries (the shared engine in :mod:`agent.core.retry`), a per-provider concurrency limit, and
+usage accounting. Providers only implement ``_complete`` (and optionally ``_score_yes``), and
+turn their SDK's failures into the error tree so the engine knows what is transient.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from agent.core.errors import ModelRequestsDisabled, RateLimitError, TransientLLMError
+from agent.core.errors import ModelRequestsDisabledError
+from agent.core.retry import RetryPolicy, retry
 from agent.llm import switch
 from agent.llm.types import Completion, JsonSchema, Message, Role, ToolSpec, Usage, YesNoScore
 
-__all__ = ["LLM", "BaseLLM", "RetryPolicy", "UsageCallback"]
-
-log = logging.getLogger(__name__)
+__all__ = ["LLM", "BaseLLM", "UsageCallback"]
 
 UsageCallback = Callable[[Usage], None]
-# The backoff sleep, kept as a module attribute so tests can record waits without sleeping.
-_sleep = asyncio.sleep
 T = TypeVar("T")
 
 
@@ -51,33 +47,23 @@ class LLM(Protocol):
     async def score_yes(self, messages: Sequence[Message], *, role: Role = "judge") -> YesNoScore: ...
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential backoff with jitter; ``Retry-After`` wins when the server sends it."""
-
-    max_retries: int = 3
-    base_delay_s: float = 1.0
-    max_delay_s: float = 30.0
-
-    def delay(self, attempt: int, exc: Exception) -> float:
-        if isinstance(exc, RateLimitError) and exc.retry_after is not None:
-            return min(max(exc.retry_after, 0.0), self.max_delay_s)
-        backoff = self.base_delay_s * (2**attempt)
-        return min(backoff * (0.5 + random.random() / 2), self.max_delay_s)
-
-
 # One semaphore per (provider, event loop): a limit must hold across every role that shares a
-# provider, and asyncio primitives cannot cross loops (``ask()`` may run in a fresh loop).
-_SEMAPHORES: dict[tuple[str, int], asyncio.Semaphore] = {}
+# provider, and asyncio primitives cannot cross loops (``ask()`` may run in a fresh loop). Keyed
+# by the loop object, weakly: a loop's id can be reused once it is gone, and a stale semaphore
+# from a dead loop would then hand the new one the wrong limit.
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
 _SEM_LOCK = threading.Lock()
 
 
 def _provider_semaphore(provider: str, limit: int) -> asyncio.Semaphore:
-    key = (provider, id(asyncio.get_running_loop()))
+    loop = asyncio.get_running_loop()
     with _SEM_LOCK:
-        sem = _SEMAPHORES.get(key)
+        per_loop = _SEMAPHORES.setdefault(loop, {})
+        sem = per_loop.get(provider)
         if sem is None:
-            sem = _SEMAPHORES[key] = asyncio.Semaphore(limit)
+            sem = per_loop[provider] = asyncio.Semaphore(limit)
         return sem
 
 
@@ -187,24 +173,19 @@ class BaseLLM(ABC):
 
     async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> T:
         if self.real and not switch.model_requests_allowed():
-            raise ModelRequestsDisabled(
+            raise ModelRequestsDisabledError(
                 "real model requests are disabled (tests set agent.llm.switch); use "
                 "agent.llm.testing.ScriptedLLM or FunctionLLM instead",
                 model=self.name,
             )
-        attempt = 0
         sem = _provider_semaphore(self.provider, self.concurrency)
-        while True:
-            try:
-                async with sem:
-                    return await call()
-            except TransientLLMError as exc:
-                if attempt >= self.retry.max_retries:
-                    raise
-                wait = self.retry.delay(attempt, exc)
-                log.warning("%s: %s; retry %d in %.1fs", self.name, exc, attempt + 1, wait)
-                attempt += 1
-                await _sleep(wait)
+
+        async def limited() -> T:
+            # the slot is held for the request only, never across a backoff wait
+            async with sem:
+                return await call()
+
+        return await retry(limited, self.retry, what=self.name)
 
     def _record(self, usage: Usage) -> None:
         self.usage_log.append(usage)

@@ -12,7 +12,8 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.core.errors import ConfigError, MissingAPIKeyError
-from agent.llm.base import BaseLLM, RetryPolicy, UsageCallback
+from agent.core.retry import RetryPolicy
+from agent.llm.base import BaseLLM, UsageCallback
 
 if TYPE_CHECKING:
     from agent.core.settings import Settings

@@ -1,8 +1,9 @@
 """Every other provider through litellm: OpenAI, Gemini, ollama, vLLM, OpenAI-compatible servers.
 
-litellm's own retries are off (``num_retries=0``): the base class retries, honouring
-``Retry-After``, so behaviour is the same across providers. Cost comes from litellm's cost map,
-loaded from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True``) so import never fetches it.
+litellm's own retries are off (``num_retries=0``): the shared engine (:mod:`agent.core.retry`)
+retries, honouring ``Retry-After``, so behaviour is the same across providers. Cost comes from
+litellm's cost map, loaded from the package (``LITELLM_LOCAL_MODEL_COST_MAP=True``) so import
+never fetches it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 from agent.core.errors import (
     LLMError,
     MalformedResponseError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
     RateLimitError,
+    ServiceError,
+    ServiceTimeoutError,
+    ServiceUnavailableError,
 )
-from agent.llm.anthropic_provider import retry_after_seconds
+from agent.core.retry import retry_after_seconds
 from agent.llm.base import BaseLLM
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore
 
@@ -111,21 +113,21 @@ class LiteLLM(BaseLLM):
         except litellm.RateLimitError as exc:
             raise RateLimitError(
                 "rate limited (429)",
-                model=self.name,
+                service=self.name,
                 retry_after=retry_after_seconds(_headers_of(exc)),
             ) from exc
         except litellm.Timeout as exc:
-            raise ProviderTimeoutError(f"timed out after {self.timeout_s}s", model=self.name) from exc
+            raise ServiceTimeoutError(f"timed out after {self.timeout_s}s", service=self.name) from exc
         except (
             litellm.APIConnectionError,
             litellm.ServiceUnavailableError,
             litellm.InternalServerError,
         ) as exc:
-            raise ProviderUnavailableError(f"provider unavailable: {exc}", model=self.name) from exc
+            raise ServiceUnavailableError(f"provider unavailable: {exc}", service=self.name) from exc
         except litellm.APIError as exc:
             status = getattr(exc, "status_code", 0) or 0
             if status >= 500:
-                raise ProviderUnavailableError(f"server error {status}", model=self.name) from exc
+                raise ServiceUnavailableError(f"server error {status}", service=self.name) from exc
             raise LLMError(f"request failed: {exc}", model=self.name) from exc
         except (litellm.AuthenticationError, litellm.BadRequestError, litellm.NotFoundError) as exc:
             raise LLMError(f"request rejected: {exc}", model=self.name) from exc
@@ -221,7 +223,8 @@ class LiteLLM(BaseLLM):
                 top_logprobs=5,
             )
             content = resp.choices[0].logprobs["content"][0]["top_logprobs"]
-        except (LLMError, AttributeError, IndexError, KeyError, TypeError):
+        except (ServiceError, AttributeError, IndexError, KeyError, TypeError):
+            # no logprobs (or the request failed): ask for a one-word answer instead
             return await super()._score_yes(messages)
         import math
 

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.api import aask_many, ask, ask_many
-from agent.core.errors import ProviderUnavailableError
+from agent.api import ask, ask_many
+from agent.core.errors import ServiceUnavailableError
+from agent.core.retry import RetryPolicy
 from agent.core.settings import Settings
 from agent.core.state import INSUFFICIENT, Answer, Status, Verdict
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM, tool_call
@@ -195,33 +196,46 @@ async def test_an_unverified_summary_never_becomes_the_answer(index_dir: Path, s
         assert result.status in {Status.insufficient_evidence, Status.truncated}
 
 
-async def test_provider_error_mid_run_is_retried(index_dir: Path, settings: Settings) -> None:
-    flaky = ScriptedLLM([ProviderUnavailableError("503 from provider")], retry=None)
-    flaky.retry = flaky.retry.__class__(max_retries=0)
+class OnceBroken(FunctionLLM):
+    """Answers like ``good_answer``, but its first request fails with a 503; counts attempts."""
 
-    def after_error(req: Request) -> object:
-        return good_answer(req)
+    def __init__(self) -> None:
+        super().__init__(good_answer, retry=RetryPolicy(max_retries=0))
+        self.attempts = 0
 
-    class OnceBroken(FunctionLLM):
-        broken = True
+    async def _complete(self, messages, **kw):  # type: ignore[no-untyped-def, override]
+        self.attempts += 1
+        if self.attempts == 1:
+            raise ServiceUnavailableError("503 from provider")
+        return await super()._complete(messages, **kw)
 
-        async def _complete(self, messages, **kw):  # type: ignore[no-untyped-def, override]
-            if self.broken:
-                self.broken = False
-                raise ProviderUnavailableError("503 from provider")
-            return await super()._complete(messages, **kw)
 
-    answer_llm = OnceBroken(after_error)
-    answer_llm.retry = answer_llm.retry.__class__(max_retries=0)
+async def test_provider_error_is_retried_after_a_backoff(
+    index_dir: Path, settings: Settings, sleeps: list[float]
+) -> None:
+    answer_llm = OnceBroken()
+    answer_llm.retry = RetryPolicy(max_retries=1, base_delay_s=2.0, jitter=0.0)
     result = await make_session(index_dir, settings, answer=answer_llm).ask(Q)
-    errors = [s for s in result.trace if s.error]
-    assert len(errors) == 1 and "503" in (errors[0].error or "")
+    assert answer_llm.attempts == len(answer_llm.requests) + 1  # the failed call was made again
+    assert sleeps == [2.0]  # after the policy's first backoff, no jitter
+    assert not [s for s in result.trace if s.error]  # the step never saw the 503
     assert result.status == Status.answered
 
 
+async def test_provider_error_after_its_retries_is_an_observation(
+    index_dir: Path, settings: Settings, sleeps: list[float]
+) -> None:
+    answer_llm = OnceBroken()  # no retries left in the provider: the loop sees the error
+    result = await make_session(index_dir, settings, answer=answer_llm).ask(Q)
+    errors = [s for s in result.trace if s.error]
+    assert len(errors) == 1 and "503" in (errors[0].error or "")
+    assert answer_llm.attempts == len(answer_llm.requests) + 1 and sleeps == []
+    assert result.status == Status.answered  # the policy ran the tool again
+
+
 async def test_provider_down_fails_the_run_with_the_error(index_dir: Path, settings: Settings) -> None:
-    down = FunctionLLM(lambda r: ProviderUnavailableError("provider down"))
-    down.retry = down.retry.__class__(max_retries=0)
+    down = FunctionLLM(lambda r: ServiceUnavailableError("provider down"))
+    down.retry = RetryPolicy(max_retries=0)
     result = await make_session(index_dir, settings, answer=down).ask(Q)
     assert result.status == Status.failed and "provider down" in (result.error or "")
 
@@ -260,18 +274,6 @@ def test_ask_inside_a_running_loop_returns_an_answer(index_dir: Path, settings: 
 
     answer = asyncio.run(notebook_cell())
     assert isinstance(answer, Answer) and answer.status == Status.answered
-
-
-async def test_batch_keeps_order_and_isolates_failures(
-    index_dir: Path, settings: Settings, tmp_path: Path
-) -> None:
-    session = make_session(index_dir, settings)
-    questions = [Q, "TP53 apoptosis?", "", "EGFR T790M resistance?"]
-    out = tmp_path / "answers.jsonl"
-    answers = await aask_many(questions, session=session, out=out, concurrency=3, progress=False)
-    assert [a.question for a in answers] == questions
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 4 and all("id" in r and "status" in r and "claims" in r for r in rows)
 
 
 class SimulatedCrash(BaseException):

@@ -3,7 +3,7 @@ import pytest
 import respx
 from httpx import Response
 
-from agent.core.errors import ConfigError, ModelRequestsDisabled
+from agent.core.errors import ConfigError, ModelRequestsDisabledError
 from agent.llm import switch
 from corpus.embeddings import HashEmbedder, LiteLLMEmbedder, embed_in_batches, make_embedder
 
@@ -39,7 +39,7 @@ def test_api_embeddings_through_litellm(monkeypatch: pytest.MonkeyPatch) -> None
         )
     )
     embedder = LiteLLMEmbedder("openai/text-embedding-3-small")
-    with pytest.raises(ModelRequestsDisabled):
+    with pytest.raises(ModelRequestsDisabledError):
         embedder.embed_documents(["a", "b"])
     with switch.allow_model_requests():
         vectors = embedder.embed_documents(["a", "b"])

@@ -7,7 +7,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from agent.core.errors import LLMError, MalformedResponseError, ModelRequestsDisabled, ProviderTimeoutError
+from agent.core.errors import (
+    LLMError,
+    MalformedResponseError,
+    ModelRequestsDisabledError,
+    ServiceTimeoutError,
+)
 from agent.llm import Message, RetryPolicy, ToolSpec, switch
 from agent.llm.anthropic_provider import AnthropicLLM
 
@@ -49,7 +54,7 @@ def make(handlers: list[Handler], sent: list[dict[str, Any]]) -> AnthropicLLM:
 
 async def test_switch_blocks_real_requests() -> None:
     llm = make([], [])
-    with pytest.raises(ModelRequestsDisabled):
+    with pytest.raises(ModelRequestsDisabledError):
         await llm.complete([Message.user("hi")])
 
 
@@ -120,10 +125,11 @@ async def test_timeout_is_retried_then_reported(allowed: None, sleeps: list[floa
     def timeout(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ReadTimeout("timed out", request=request)
 
-    llm = make([timeout, timeout, timeout], [])
-    with pytest.raises(ProviderTimeoutError, match="timed out"):
+    sent: list[dict[str, Any]] = []
+    llm = make([timeout, timeout, timeout], sent)
+    with pytest.raises(ServiceTimeoutError, match="timed out"):
         await llm.complete([Message.user("hi")])
-    assert len(sleeps) == 2
+    assert len(sent) == 3 and len(sleeps) == 2  # max_retries=2: three attempts, two waits
 
 
 async def test_malformed_response_is_reported(allowed: None) -> None:

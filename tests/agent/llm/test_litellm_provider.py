@@ -7,7 +7,7 @@ import httpx
 import pytest
 import respx
 
-from agent.core.errors import LLMError, ProviderTimeoutError
+from agent.core.errors import LLMError, ServiceTimeoutError, ServiceUnavailableError
 from agent.llm import Message, RetryPolicy, ToolSpec, switch
 from agent.llm.litellm_provider import LiteLLM
 
@@ -69,30 +69,32 @@ async def test_json_schema_and_tools_are_sent(llm: LiteLLM) -> None:
 @respx.mock
 async def test_429_then_success(llm: LiteLLM, sleeps: list[float]) -> None:
     error = {"error": {"message": "Rate limit", "type": "rate_limit_error", "code": "rate_limit_exceeded"}}
-    respx.post(URL).mock(
+    route = respx.post(URL).mock(
         side_effect=[
             httpx.Response(429, json=error, headers={"retry-after": "2"}),
             httpx.Response(200, json=chat("after")),
         ]
     )
     assert (await llm.complete([Message.user("hi")])).text == "after"
-    assert len(sleeps) == 1
-    assert sleeps[0] == pytest.approx(2.0)
+    assert route.call_count == 2
+    assert sleeps == [pytest.approx(2.0)]  # the server's Retry-After, not the backoff
 
 
 @respx.mock
 async def test_timeout_is_retried_then_reported(llm: LiteLLM, sleeps: list[float]) -> None:
-    respx.post(URL).mock(side_effect=httpx.ReadTimeout("timed out"))
-    with pytest.raises(ProviderTimeoutError):
+    route = respx.post(URL).mock(side_effect=httpx.ReadTimeout("timed out"))
+    with pytest.raises(ServiceTimeoutError):
         await llm.complete([Message.user("hi")])
-    assert len(sleeps) == 2
+    assert route.call_count == 3 and len(sleeps) == 2
 
 
 @respx.mock
-async def test_malformed_response_is_an_llm_error(llm: LiteLLM, sleeps: list[float]) -> None:
-    respx.post(URL).mock(return_value=httpx.Response(200, content=b"<html>oops</html>"))
-    with pytest.raises(LLMError):
+async def test_unreadable_body_is_retried_as_unavailable(llm: LiteLLM, sleeps: list[float]) -> None:
+    # litellm reads a non-JSON body as a broken server or proxy page (InternalServerError)
+    route = respx.post(URL).mock(return_value=httpx.Response(200, content=b"<html>oops</html>"))
+    with pytest.raises(ServiceUnavailableError, match="invalid response"):
         await llm.complete([Message.user("hi")])
+    assert route.call_count == 3 and len(sleeps) == 2
 
 
 @respx.mock

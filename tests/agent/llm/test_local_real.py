@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from agent.core.errors import ModelRequestsDisabled
+from agent.core.errors import ModelRequestsDisabledError
 from agent.llm import Message, ToolSpec, switch
 from agent.llm.local import LocalLLM
 
@@ -77,5 +77,5 @@ async def test_concurrent_calls_share_one_model_queue(smollm2: LocalLLM) -> None
 
 
 async def test_switch_off_blocks_even_the_local_model(smollm2: LocalLLM) -> None:
-    with switch.allow_model_requests(False), pytest.raises(ModelRequestsDisabled):
+    with switch.allow_model_requests(False), pytest.raises(ModelRequestsDisabledError):
         await smollm2.complete([Message.user("hi")])

@@ -2,7 +2,7 @@ import socket
 
 import pytest
 
-from agent.core.errors import ModelRequestsDisabled
+from agent.core.errors import ModelRequestsDisabledError
 from agent.llm import Message, switch
 from agent.llm.litellm_provider import LiteLLM
 from tests.conftest import NetworkBlockedError
@@ -13,7 +13,7 @@ def test_switch_is_off_during_tests() -> None:
 
 
 async def test_real_provider_without_opt_in_fails_loudly() -> None:
-    with pytest.raises(ModelRequestsDisabled, match="disabled"):
+    with pytest.raises(ModelRequestsDisabledError, match="disabled"):
         await LiteLLM("ollama/llama3").complete([Message.user("hi")])
 
 

@@ -5,6 +5,7 @@ import httpx
 import pytest
 import respx
 
+from agent.core.errors import FetchError, NetworkDownError, OnlineError
 from agent.core.settings import Settings, load_settings
 from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
@@ -12,8 +13,8 @@ from corpus.search import LocalSearch
 from corpus.store import Library
 from tests.tools.online.conftest import pdf_bytes, recorded, replay
 from tools.crossref import CrossrefClient, hit_from_crossref
-from tools.fetch import FetchError, fetch_pdf
-from tools.online import Hit, NetworkDown, OnlineError, merge_hits
+from tools.fetch import fetch_pdf
+from tools.online import Hit, merge_hits
 from tools.online_search import OnlineSearch
 from tools.semantic_scholar import SemanticScholarClient, hit_from_s2
 
@@ -132,17 +133,36 @@ async def test_404_by_doi_is_none() -> None:
 
 @respx.mock
 async def test_429_then_success(sleeps: list[float]) -> None:
-    respx.get(url__startswith=f"{S2}/paper/search").mock(
+    s2 = respx.get(url__startswith=f"{S2}/paper/search").mock(
         side_effect=[replay("s2_error_429"), replay("s2_paper_search_relevance")]
     )
     hits = await SemanticScholarClient(retries=2).search("turing", limit=5)
-    assert len(hits) == 5 and len(sleeps) == 1
+    assert len(hits) == 5 and s2.call_count == 2
+    assert len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1.0  # no Retry-After from this client: backoff
     limited = httpx.Response(
         429, text="slow down", headers={"retry-after": "7", "content-type": "text/plain"}
     )
-    respx.get(url__startswith=CR).mock(side_effect=[limited, replay("crossref_works_query")])
+    cr = respx.get(url__startswith=CR).mock(side_effect=[limited, replay("crossref_works_query")])
     hits = await CrossrefClient(retries=2).search("ecology", limit=2)
-    assert hits and sleeps[-1] == 7.0  # Crossref's Retry-After honoured
+    assert hits and cr.call_count == 2 and sleeps[-1] == 7.0  # Crossref's Retry-After honoured
+
+
+@respx.mock
+async def test_rate_limit_that_outlasts_the_retries_is_an_online_error(sleeps: list[float]) -> None:
+    limited = httpx.Response(429, text="slow down", headers={"retry-after": "Thu, 01 Jan 1970 00:00:00 GMT"})
+    route = respx.get(url__startswith=CR).mock(return_value=limited)
+    with pytest.raises(OnlineError, match=r"\[Crossref\] search failed: rate limit \(429\)"):
+        await CrossrefClient(retries=1).search("ecology")
+    assert route.call_count == 2 and sleeps == [0.0]  # an HTTP-date in the past: retry at once
+
+
+@respx.mock
+async def test_server_errors_are_retried(sleeps: list[float]) -> None:
+    route = respx.get(url__startswith=CR).mock(
+        side_effect=[httpx.Response(503, text="busy"), replay("crossref_works_query")]
+    )
+    assert await CrossrefClient(retries=2).search("ecology", limit=2)
+    assert route.call_count == 2 and len(sleeps) == 1
 
 
 @respx.mock
@@ -235,7 +255,7 @@ async def test_fetch_safety(tmp_path: Path) -> None:
     with pytest.raises(FetchError, match="too large"):
         await fetch_pdf("https://example.org/big.pdf", tmp_path, max_bytes=1000)
     respx.get("https://example.org/down.pdf").mock(side_effect=httpx.ConnectError("down"))
-    with pytest.raises(NetworkDown):
+    with pytest.raises(NetworkDownError):
         await fetch_pdf("https://example.org/down.pdf", tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing half-written left behind
 
@@ -257,13 +277,13 @@ async def test_paper_search_tool_adds_online_papers_to_the_run(
         settings=settings.with_overrides(online={"add_k": 3}),
         llms={},
         searcher=searcher,
-        extra={"online": OnlineSearch(settings, searcher)},
+        online=OnlineSearch(settings, searcher),
     )
     observation = await paper_search(ctx, query="turing test machine intelligence")
     assert "from online search to the library" in observation
     new = searcher.library.papers[before:]
     assert 1 <= len(new) <= 3 and all(p.abstract_only for p in new)  # no PDF could be fetched: abstracts
-    assert set(ctx.extra["candidates"]) & {p.doc_id for p in new}
+    assert set(ctx.state.candidates) & {p.doc_id for p in new}
     assert fetch_attempts.call_count >= 1  # it tried the open-access PDFs first
 
 
