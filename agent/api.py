@@ -9,16 +9,18 @@ batch loads the models and the index once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from agent.core.errors import ConfigError, ScholarloopError
 from agent.core.evidence import is_insufficient
+from agent.core.jsonl import json_objects, read_text
 from agent.core.settings import Settings, load_settings
 from agent.core.state import INSUFFICIENT, Answer, RunState, Status
 from agent.llm.base import BaseLLM
@@ -32,6 +34,8 @@ from tools.base import ToolContext
 __all__ = ["Session", "aask", "aask_many", "ask", "ask_many", "load_questions", "question_id"]
 
 EventCallback = Callable[[str, dict[str, Any]], None]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _library_for_papers(papers: Path, settings: Settings, quiet: bool = True) -> Path:
@@ -145,7 +149,19 @@ async def aask(
     on_event: EventCallback | None = None,
     **overrides: Any,
 ) -> Answer:
-    """Answer one question (async). ``overrides`` are settings, e.g. ``llm__judge="claude-haiku-4-5"``."""
+    """Answer one question (async); :func:`ask` does the same from a plain REPL or Jupyter.
+
+    Args:
+        question: the question, in plain words.
+        papers: a folder (or file) of PDFs/text/JSONL, indexed once under the scholarloop home.
+        index: an index built with ``scholarloop index build`` (instead of ``papers``).
+        online: also search Semantic Scholar and Crossref and fetch open-access PDFs.
+        settings: resolved settings; default: the ``default`` preset plus the environment.
+        options: multiple-choice options; the insufficient-information option is added.
+        on_event: called with each step and observation as the run goes.
+        overrides: settings by dotted path with ``__``, e.g. ``llm__judge="claude-haiku-4-5"``,
+            or ``config="fast"`` for a preset.
+    """
     session = Session(papers=papers, index=index, online=online, settings=settings, **overrides)
     return await session.ask(question, options=options, on_event=on_event)
 
@@ -160,45 +176,6 @@ def _run_sync(coro_factory: Callable[[], Any]) -> Any:
         return pool.submit(lambda: asyncio.run(coro_factory())).result()
 
 
-def ask(
-    question: str,
-    *,
-    papers: str | Path | None = None,
-    index: str | Path | None = None,
-    online: bool = False,
-    settings: Settings | None = None,
-    options: Sequence[str] | None = None,
-    on_event: EventCallback | None = None,
-    **overrides: Any,
-) -> Answer:
-    """Answer one question; works in a plain REPL and inside Jupyter's running loop.
-
-    Args:
-        question: the question, in plain words.
-        papers: a folder (or file) of PDFs/text/JSONL, indexed once under the scholarloop home.
-        index: an index built with ``scholarloop index build`` (instead of ``papers``).
-        online: also search Semantic Scholar and Crossref and fetch open-access PDFs.
-        settings: resolved settings; default: the ``default`` preset plus the environment.
-        options: multiple-choice options; the insufficient-information option is added.
-        on_event: called with each step and observation as the run goes.
-        overrides: settings by dotted path with ``__``, e.g. ``llm__judge="claude-haiku-4-5"``,
-            or ``config="fast"`` for a preset.
-    """
-    result: Answer = _run_sync(
-        lambda: aask(
-            question,
-            papers=papers,
-            index=index,
-            online=online,
-            settings=settings,
-            options=options,
-            on_event=on_event,
-            **overrides,
-        )
-    )
-    return result
-
-
 def question_id(item: dict[str, Any]) -> str:
     return str(item.get("id") or hashlib.sha256(item["question"].encode()).hexdigest()[:12])
 
@@ -211,8 +188,6 @@ def load_questions(source: str | Path | Sequence[str | dict[str, Any]]) -> list[
     that (binary, bad JSON, no ``question``) raises :class:`ConfigError` naming the file, the
     line and the expected format.
     """
-    import gzip
-
     suffixes = (".txt", ".jsonl", ".txt.gz", ".jsonl.gz")
     if isinstance(source, Path) or (isinstance(source, str) and source.endswith(suffixes)):
         path = Path(source)
@@ -224,26 +199,13 @@ def load_questions(source: str | Path | Sequence[str | dict[str, Any]]) -> list[
             raise ConfigError(f"questions file {path} does not exist")
         if not path.name.endswith(suffixes):
             raise ConfigError(f"{path}: unknown questions file type; {expected}")
-        data = path.read_bytes()
-        try:
-            text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8-sig")
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not a text file ({exc}); {expected}") from exc
-        if "\x00" in text:
-            raise ConfigError(f"{path}: a binary file (NUL bytes); {expected}")
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        text = read_text(path, expected)
         if path.name.removesuffix(".gz").endswith(".txt"):
-            return [{"question": line.strip()} for _, line in lines]
+            return [{"question": line.strip()} for line in text.splitlines() if line.strip()]
         items = []
-        for n, line in lines:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n} is not JSON ({exc.msg}); {expected}") from exc
-            if not isinstance(row, dict):
-                raise ConfigError(f"{path}:{n} is a JSON {type(row).__name__}, not an object; {expected}")
+        for n, row in json_objects(path, text, expected):
             if not isinstance(row.get("question"), str) or not row["question"].strip():
-                raise ConfigError(f"{path}:{n} has no 'question' field with text; {expected}")
+                raise ConfigError(f"{path}:{n}: no 'question' field with text; {expected}")
             items.append(row)
         return items
     if isinstance(source, str):
@@ -332,32 +294,26 @@ async def aask_many(
     return [r for r in results if r is not None]
 
 
-def ask_many(
-    questions: str | Path | Sequence[str | dict[str, Any]],
-    *,
-    concurrency: int = 1,
-    out: str | Path | None = None,
-    session: Session | None = None,
-    progress: bool = True,
-    papers: str | Path | None = None,
-    index: str | Path | None = None,
-    online: bool = False,
-    settings: Settings | None = None,
-    **overrides: Any,
-) -> list[Answer]:
-    """Synchronous :func:`aask_many` (also inside Jupyter); the same arguments."""
-    result: list[Answer] = _run_sync(
-        lambda: aask_many(
-            questions,
-            concurrency=concurrency,
-            out=out,
-            session=session,
-            progress=progress,
-            papers=papers,
-            index=index,
-            online=online,
-            settings=settings,
-            **overrides,
-        )
-    )
-    return result
+def _synchronous(fn: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str) -> Callable[P, T]:
+    """A blocking twin of ``fn`` that also works inside Jupyter's running loop.
+
+    The twin keeps ``fn``'s signature (``help()`` and editors show every argument) without
+    repeating it, so the two can never drift apart.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = _run_sync(lambda: fn(*args, **kwargs))
+        return result
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
+
+
+ask = _synchronous(
+    aask, "ask", "Answer one question; works in a plain REPL and inside Jupyter's running loop (see aask)."
+)
+ask_many = _synchronous(
+    aask_many, "ask_many", "Answer many questions; works in a plain REPL and inside Jupyter (see aask_many)."
+)

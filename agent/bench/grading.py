@@ -10,9 +10,7 @@ for ``answerable: false`` questions, abstaining is the correct response.
 from __future__ import annotations
 
 import ast
-import gzip
 import hashlib
-import json
 import random
 import re
 import statistics
@@ -24,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.core.errors import ConfigError
 from agent.core.evidence import LETTERS, lettered, option_text
+from agent.core.jsonl import json_objects, read_text
 from agent.core.state import INSUFFICIENT, Answer
 
 __all__ = [
@@ -76,34 +75,8 @@ def set_name(path: Path) -> str:
     return Path(path.name.removesuffix(".gz")).stem
 
 
-def _set_text(path: Path) -> str:
-    """The file's text, gunzipped when it is gzip; a binary or unreadable file is a ConfigError."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the question set ({exc.strerror}); {SET_FORMAT}") from exc
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ConfigError(f"{path}: a damaged gzip file ({exc}); {SET_FORMAT}") from exc
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: a binary file, not UTF-8 text (byte {exc.start}); {SET_FORMAT}") from exc
-    if "\x00" in text:
-        raise ConfigError(f"{path}: a binary file (NUL bytes); {SET_FORMAT}")
-    return text
-
-
-def _set_row(path: Path, n: int, line: str) -> dict[str, Any]:
+def _check_row(path: Path, n: int, row: dict[str, Any]) -> dict[str, Any]:
     where = f"{path}:{n}"
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc.msg}, column {exc.colno}); {SET_FORMAT}") from exc
-    if not isinstance(row, dict):
-        raise ConfigError(f"{where}: a JSON {type(row).__name__}, not an object; {SET_FORMAT}")
     missing = [f for f in _REQUIRED if f not in row]
     if missing:
         has = ", ".join(sorted(row)[:8]) or "nothing"
@@ -123,10 +96,8 @@ def load_set(path: Path) -> list[BenchQuestion]:
     instead of a decoding error from deep inside the run.
     """
     out = []
-    for n, line in enumerate(_set_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        row = _set_row(path, n, line)
+    for n, raw in json_objects(path, read_text(path, SET_FORMAT), SET_FORMAT):
+        row = _check_row(path, n, raw)
         ideal = row.get("ideal")
         # LitQA2's native file spells "no answer in the corpus" as the string "null"
         ideal = None if ideal is None or str(ideal).strip().lower() in ("", "null", "none") else str(ideal)

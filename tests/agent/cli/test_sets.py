@@ -60,11 +60,11 @@ def test_load_set_reads_a_gzipped_set_and_names_it_without_suffixes(tmp_path: Pa
     ("name", "content", "says"),
     [
         ("blob.jsonl", b"PK\x03\x04\x00\x00", "a binary file (NUL bytes)"),
-        ("png.jsonl", b"\x89PNG\r\n\x1a\n", "not a text file ('utf-8' codec can't decode byte 0x89"),
-        ("gz.jsonl", gzip.compress(b"\xff\xfe\x00"), "not a text file"),
-        ("bad.jsonl", '{"question": "a"}\n\n{oops\n', ":3 is not JSON (Expecting property name"),
-        ("list.jsonl", '"just a string"\n', ":1 is a JSON str, not an object"),
-        ("noq.jsonl", '{"text": "a"}\n', ":1 has no 'question' field"),
+        ("png.jsonl", b"\x89PNG\r\n\x1a\n", ": a binary file, not UTF-8 text (byte 0)"),
+        ("gz.jsonl", gzip.compress(b"\xff\xfe\x00"), ": a binary file, not UTF-8 text"),
+        ("bad.jsonl", '{"question": "a"}\n\n{oops\n', ":3: not JSON (Expecting property name"),
+        ("list.jsonl", '"just a string"\n', ":1: a JSON str, not an object"),
+        ("noq.jsonl", '{"text": "a"}\n', ":1: no 'question' field"),
         ("q.json", '{"question": "a"}\n', "unknown questions file type"),
     ],
 )
@@ -102,4 +102,4 @@ def test_batch_on_a_binary_file_is_a_one_line_error(tmp_path: Path) -> None:
     blob = write(tmp_path / "questions.jsonl", b"\x1f\x8b\x08\x00\x00")
     result = invoke("batch", str(blob), "-q", "-o", str(tmp_path / "a.jsonl"))
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"Error: {blob}: not a text file") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"Error: {blob}: a damaged gzip file") and result.stderr.count("\n") == 1
