@@ -50,21 +50,27 @@ docs: docs-cli
 bench-local:
 	$(PY) benchmarks/local_overhead.py
 
+# The mixed corpus: LitQA2 key passages among PubMedQA and SciFact abstracts (6,377 documents).
+MIXED = --corpus $(DATA)/corpus/litqa2-passages.jsonl --corpus $(DATA)/corpus/pubmedqa-abstracts.jsonl.gz \
+	--corpus $(DATA)/corpus/scifact-abstracts.jsonl.gz
+# SYSTEMS="--system scholarloop" measures scholarloop alone.
+SYSTEMS ?= --system scholarloop --system paperqa
+
 # The grounding core's measurement: 20 seeded LitQA2 questions over the mixed corpus, offline
 # default, scholarloop beside paper-qa (~35 min on 2 cores, after the ~7 min index build).
 SEED ?= 4
 bench-litqa2:
-	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl --corpus $(DATA)/corpus --limit 20 --seed $(SEED) \
-		--system scholarloop --system paperqa --out bench-out/litqa2-seed$(SEED)
+	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl $(MIXED) --limit 20 --seed $(SEED) \
+		$(SYSTEMS) --out bench-out/litqa2-seed$(SEED)
 
 # scholarloop and paper-qa side by side on the same seeded samples, offline default (~75 min on 2 cores
 # for N=10), then the same LitQA2 sample with each question's sources withheld.
 N ?= 10
 bench-side-by-side:
 	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl $(DATA)/sets/pubmedqa-dev.jsonl $(DATA)/sets/scifact-train.jsonl \
-		--corpus $(DATA)/corpus --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/side-by-side
+		$(MIXED) --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/side-by-side
 	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl --withhold-sources \
-		--corpus $(DATA)/corpus --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/withhold
+		$(MIXED) --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/withhold
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,7 +1,7 @@
 """Full-text reading: does the passage that answers a question reach the summariser?
 
     python benchmarks/fulltext_retrieval.py --work /tmp/covidqa --chunk-chars 1000 1800 2600 \\
-        --out benchmarks/results/covidqa-retrieval.json
+        --methods hybrid dense --out benchmarks/results/DATE/covidqa-retrieval.json
 
 For each chunk size, indexes ``corpus/covidqa-papers-dev.jsonl.gz`` (46 full-text papers) and
 replays what a run does before any model is called: ``paper_search`` keeps the ``paper_k`` best
@@ -86,6 +86,8 @@ def main() -> None:
     ap.add_argument("--chunk-chars", type=int, nargs="+", default=[1800])
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--methods", nargs="+", default=["hybrid", "dense", "bm25"])
+    ap.add_argument("--mmr", type=float, nargs="*", default=[], help="MMR lambdas to try besides none")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -115,8 +117,8 @@ def main() -> None:
             lib, make_embedder(lib.manifest.embedder), hybrid_weight=settings.retrieval.hybrid_weight
         )
         searcher.bm25()
-        for method in ("hybrid", "dense", "bm25"):
-            for mmr in (None, 0.7):
+        for method in args.methods:
+            for mmr in [None, *args.mmr]:
                 name = f"chunks={chunk_chars} method={method} mmr={mmr}"
                 t0 = time.perf_counter()
                 rows = [replay(searcher, q, paper_k=paper_k, top_k=top_k, method=method, mmr=mmr) for q in qs]

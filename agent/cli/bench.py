@@ -9,6 +9,7 @@ report is recomputed from that file (:mod:`agent.bench.report`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,6 +220,13 @@ def _systems(names: Sequence[str], session: Any, stack: Any) -> list[BenchSystem
     return out
 
 
+def default_bench_index(home: Path, corpus: Sequence[Path]) -> Path:
+    """One cached index per set of corpus paths: a run over other files never reuses (and grows)
+    an index that holds documents it did not ask for."""
+    key = "\n".join(sorted(str(p.expanduser().resolve()) for p in corpus))
+    return home / "bench-index" / hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 @click.command("bench")
 @click.argument("sets", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--index", type=click.Path(path_type=Path, file_okay=False), help="Index of the corpus.")
@@ -227,7 +235,8 @@ def _systems(names: Sequence[str], session: Any, stack: Any) -> list[BenchSystem
     multiple=True,
     type=click.Path(path_type=Path, exists=True),
     metavar="PATH",
-    help="A corpus file or folder, indexed into --index (default $SCHOLARLOOP_HOME/bench-index) or reused; "
+    help="A corpus file or folder, indexed into --index (default: one index per set of --corpus paths "
+    "under $SCHOLARLOOP_HOME/bench-index) or reused; "
     "repeat --corpus for each: --corpus A.jsonl --corpus B.jsonl.gz.",
 )
 @click.option("--limit", type=int, help="Seeded sample of N questions per set.")
@@ -276,7 +285,7 @@ def bench_command(
     settings = obj.settings
     check_sets(click.get_current_context(), sets)  # before the index build, which can take minutes
     if corpus:
-        index = index or settings.home / "bench-index"
+        index = index or default_bench_index(settings.home, corpus)
         build_with_progress(list(corpus), index, settings, silent=obj.silent)
     with spinner(console(silent=obj.silent), "opening the index and loading models…"):
         session = Session(index=index, settings=settings)
