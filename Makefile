@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 DATA ?= ../shared/data
 QUESTION ?= How many papers does the S2ORC corpus contain, and how many have full text?
 
-.PHONY: install demo doctor test lint typecheck pytest docs docs-cli bench-local bench-litqa2 bench-side-by-side clean
+.PHONY: install demo doctor test lint typecheck pytest docs docs-cli bench-local bench-litqa2 bench-side-by-side bench-crash bench-freeform clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -50,6 +50,11 @@ docs: docs-cli
 bench-local:
 	$(PY) benchmarks/local_overhead.py
 
+# SIGKILL `scholarloop index build` at every write step and at 60 random moments, restart each
+# time, and check the index equals an uninterrupted build (~5 min on 2 cores; hash embedder).
+bench-crash:
+	$(PY) benchmarks/crash_harness.py --docs 300 --kills 60 --seed 0 --out bench-out/crash.json
+
 # The mixed corpus: LitQA2 key passages among PubMedQA and SciFact abstracts (6,377 documents).
 MIXED = --corpus $(DATA)/corpus/litqa2-passages.jsonl --corpus $(DATA)/corpus/pubmedqa-abstracts.jsonl.gz \
 	--corpus $(DATA)/corpus/scifact-abstracts.jsonl.gz
@@ -71,6 +76,19 @@ bench-side-by-side:
 		$(MIXED) --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/side-by-side
 	$(BIN)/scholarloop bench $(DATA)/sets/litqa2-train.jsonl --withhold-sources \
 		$(MIXED) --limit $(N) --seed 1 --system scholarloop --system paperqa --out bench-out/withhold
+
+# Free-form answers (no options) to seeded COVID-QA questions over their 46 full-text papers, scored
+# against the annotated answer span (token F1, containment, judge correctness, right paper cited),
+# then the same sample with each question's source withheld (abstention). N defaults to 20 here;
+# SYSTEMS="--system scholarloop" runs scholarloop alone.
+bench-freeform: N = 20
+bench-freeform:
+	$(BIN)/scholarloop bench $(DATA)/sets/covidqa-dev.jsonl --free-text \
+		--corpus $(DATA)/corpus/covidqa-papers-dev.jsonl.gz --limit $(N) --seed $(SEED) \
+		$(SYSTEMS) --out bench-out/freeform-seed$(SEED)
+	$(BIN)/scholarloop bench $(DATA)/sets/covidqa-dev.jsonl --free-text --withhold-sources \
+		--corpus $(DATA)/corpus/covidqa-papers-dev.jsonl.gz --limit $(N) --seed $(SEED) \
+		$(SYSTEMS) --out bench-out/freeform-withhold-seed$(SEED)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -54,22 +54,43 @@ def _suffix(path: Path) -> str:
 _NOT_PAPERS = ("readme", "source", "license", "licence", "changelog", "contributing", "index")
 
 
-def iter_sources(sources: Sequence[Path]) -> Iterator[Path]:
+def _escaping_link(path: Path, top: Path) -> str | None:
+    """Why a symlink found in a directory scan is not read (None: it stays inside the scan)."""
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):
+        return "symlink loop"
+    if not target.exists():
+        return f"broken symlink (to {target})"
+    if not target.is_relative_to(top):
+        # A folder of papers from elsewhere must not pull in, say, ~/.ssh files through a link.
+        return f"symlink to {target}, outside the scanned folder {top}; name it explicitly to index it"
+    return None
+
+
+def iter_sources(sources: Sequence[Path], issues: list[ReadIssue] | None = None) -> Iterator[Path]:
     """Files to read: each file given, and supported files under each directory (sorted).
 
-    In a directory scan, hidden files and README/SOURCE/LICENSE-style notes are left out;
+    In a directory scan, hidden files and README/SOURCE/LICENSE-style notes are left out, and so
+    are symlinks that lead out of the directory or nowhere (added to ``issues`` with the reason);
     a file named explicitly is always read.
     """
     for source in sources:
         if source.is_dir():
+            top = source.resolve()
             for path in sorted(source.rglob("*")):
                 stem = path.name.lower().split(".")[0]
                 if (
-                    path.is_file()
-                    and _suffix(path) in SUPPORTED_SUFFIXES
-                    and not path.name.startswith(".")
-                    and stem not in _NOT_PAPERS
+                    _suffix(path) not in SUPPORTED_SUFFIXES
+                    or path.name.startswith(".")
+                    or stem in _NOT_PAPERS
                 ):
+                    continue
+                if path.is_symlink() and (reason := _escaping_link(path, top)) is not None:
+                    if issues is not None:
+                        issues.append(ReadIssue(source=str(path), reason=reason))
+                    continue
+                if path.is_file():
                     yield path
         else:
             yield source  # missing or unsupported files are reported by the reader
@@ -108,7 +129,7 @@ def build_index(
     library: Library | None = None,
     paper_overrides: dict[str, dict[str, object]] | None = None,
 ) -> BuildReport:
-    """Index ``sources`` into ``root``.
+    """Index ``sources`` into ``root``, holding its write lock (see :mod:`corpus.store`).
 
     ``library`` reuses an open library (its in-memory view is updated as batches commit).
     ``paper_overrides`` maps a source path to metadata that beats what the reader found (e.g.
@@ -116,15 +137,35 @@ def build_index(
     """
     started = time.perf_counter()
     embedder = embedder or make_embedder(settings.embedding.model)
-    chunking = settings.chunking
+    timeout = settings.retrieval.index_lock_timeout_s
     library = library or Library.open_or_create(
         root,
         embedder=embedder.name,
         dim=embedder.dim,
-        chunk_chars=chunking.chunk_chars,
-        overlap_chars=chunking.overlap_chars,
+        chunk_chars=settings.chunking.chunk_chars,
+        overlap_chars=settings.chunking.overlap_chars,
         index_kind=settings.retrieval.index_kind,
+        lock_timeout=timeout,
     )
+    # The whole build holds the write lock: its duplicate checks and citation keys are decided
+    # against the library as it is under the lock, so builds running at once over overlapping
+    # sources add each document once, as one build after the other would.
+    with library.writing(timeout):
+        report = _build(sources, library, settings, embedder, batch_docs, progress, paper_overrides)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _build(
+    sources: Sequence[Path],
+    library: Library,
+    settings: Settings,
+    embedder: Embedder,
+    batch_docs: int,
+    progress: Progress | None,
+    paper_overrides: dict[str, dict[str, object]] | None,
+) -> BuildReport:
+    chunking = settings.chunking
     keys = CitationKeys(library.keys)
     report = BuildReport()
     pending: list[Document] = []
@@ -162,7 +203,7 @@ def build_index(
             progress(len(pending), len(chunks))
         pending.clear()
 
-    for path in iter_sources(sources):
+    for path in iter_sources(sources, report.failed):
         for result in read_path(path):
             if isinstance(result, ReadIssue):
                 report.failed.append(result)
@@ -196,5 +237,4 @@ def build_index(
                 flush()
     flush()
     library.save_index()
-    report.seconds = time.perf_counter() - started
     return report

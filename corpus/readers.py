@@ -242,26 +242,34 @@ def _read_jsonl(path: Path) -> Iterator[ReadResult]:
                 if not isinstance(row, dict) or not str(row.get("text") or "").strip():
                     yield ReadIssue(source=where, reason="no 'text' field")
                     continue
-                text = str(row["text"]).strip()
-                doc_id = str(row.get("doc_id") or _hash(text)[:16])
-                year = row.get("year")
-                paper = Paper(
-                    doc_id=doc_id,
-                    title=(str(row["title"]).strip() or None)
-                    if row.get("title") not in (None, "None")
-                    else None,
-                    authors=[str(a) for a in row.get("authors") or []],
-                    year=int(year) if isinstance(year, int | str) and str(year).isdigit() else None,
-                    doi=str(row["doi"]).lower().removeprefix("https://doi.org/") if row.get("doi") else None,
-                    venue=str(row["venue"]) if row.get("venue") else None,
-                    source=str(row.get("source") or path.name),
-                    content_hash=_hash(text),
-                    abstract_only=bool(row.get("abstract_only", False)),
-                    n_pages=None,
-                )
-                yield Document(paper=paper, pages=[Page(number=1, text=text)])
+                try:
+                    yield _record(row, path)
+                except (TypeError, ValueError) as exc:  # a wrongly typed field spoils its line only
+                    yield ReadIssue(source=where, reason=f"bad record: {type(exc).__name__}: {exc}")
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         yield ReadIssue(source=src, reason=f"unreadable corpus file: {type(exc).__name__}: {exc}")
+
+
+def _record(row: dict[str, Any], path: Path) -> Document:
+    text = str(row["text"]).strip()
+    doc_id = str(row.get("doc_id") or _hash(text)[:16])
+    year = row.get("year")
+    authors = row.get("authors") or []
+    if isinstance(authors, str):  # one name, not a list of one-letter names
+        authors = [authors]
+    paper = Paper(
+        doc_id=doc_id,
+        title=(str(row["title"]).strip() or None) if row.get("title") not in (None, "None") else None,
+        authors=[str(a) for a in authors],
+        year=int(year) if isinstance(year, int | str) and str(year).isdigit() else None,
+        doi=str(row["doi"]).lower().removeprefix("https://doi.org/") if row.get("doi") else None,
+        venue=str(row["venue"]) if row.get("venue") else None,
+        source=str(row.get("source") or path.name),
+        content_hash=_hash(text),
+        abstract_only=bool(row.get("abstract_only", False)),
+        n_pages=None,
+    )
+    return Document(paper=paper, pages=[Page(number=1, text=text)])
 
 
 def read_path(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> Iterator[ReadResult]:

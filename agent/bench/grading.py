@@ -4,7 +4,9 @@ Each question is shown as LAB-Bench shows it: ``[ideal, *distractors, "Insuffici
 information to answer the question"]`` shuffled into letters with a fixed seed. The chosen
 option comes from the structured answer; :func:`extract_choice` parses free text as a fallback.
 Metrics: accuracy = correct / all, precision = correct / answered, coverage = answered / all;
-for ``answerable: false`` questions, abstaining is the correct response.
+for ``answerable: false`` questions, abstaining is the correct response. A free-text run
+(:mod:`agent.bench.freetext`) has no option to pick: there "correct" is the judge's verdict
+against the reference span, and the span checks are reported beside it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.bench.freetext import FreeTextGrade
 from agent.core.errors import ConfigError
 from agent.core.evidence import LETTERS, lettered, option_text
 from agent.core.jsonl import json_objects, read_text
-from agent.core.state import INSUFFICIENT, Answer
+from agent.core.state import INSUFFICIENT, Answer, Status
 
 __all__ = [
     "SET_FORMAT",
@@ -215,6 +218,7 @@ class Graded(BaseModel):
     faithfulness: float | None = None
     fabricated: int = 0
     ragas: dict[str, float | None] | None = None
+    free_text: FreeTextGrade | None = None
     answer: dict[str, Any] | None = None
 
     @property
@@ -227,11 +231,27 @@ def row_key(system: str, set_name: str, question_id: str, repeat: int) -> str:
     return f"{system}:{set_name}:{question_id}:{repeat}"
 
 
-def grade(q: BenchQuestion, options: list[str], answer: Answer, gold_docs: set[str]) -> Graded:
-    choice = answer.choice or extract_choice(answer.answer, options)
-    chosen = option_text(options, choice)
-    answered = chosen is not None and chosen != INSUFFICIENT
-    correct = (chosen == q.ideal) if q.answerable else not answered
+def grade(
+    q: BenchQuestion,
+    options: list[str],
+    answer: Answer,
+    gold_docs: set[str],
+    free: FreeTextGrade | None = None,
+) -> Graded:
+    """Grade one answer; with ``free`` (a free-text run) no option is read from the prose.
+
+    Free text: answered = some claim was delivered; correct = the judge's verdict, or, where
+    abstaining is right, the run reporting insufficient evidence (a failed or truncated run did
+    not abstain, it broke).
+    """
+    if free is None:
+        choice = answer.choice or extract_choice(answer.answer, options)
+        chosen = option_text(options, choice)
+        answered = chosen is not None and chosen != INSUFFICIENT
+        correct = (chosen == q.ideal) if q.answerable else not answered
+    else:
+        choice, chosen, answered = None, None, free.answered
+        correct = bool(free.correct) if q.answerable else free.abstained
     ranks = [i + 1 for i, e in enumerate(answer.evidence) if e.doc_id in gold_docs]
     v = answer.verification
     return Graded(
@@ -251,6 +271,7 @@ def grade(q: BenchQuestion, options: list[str], answer: Answer, gold_docs: set[s
         gold_rank=min(ranks) if ranks else None,
         faithfulness=v.faithfulness if v and v.claims else None,
         fabricated=(v.counts.get("fabricated_citations", 0) if v else 0),
+        free_text=free,
         answer=answer.model_dump(mode="json"),
     )
 
@@ -280,7 +301,39 @@ def metrics(rows: Sequence[Graded], k: int = 5) -> dict[str, Any]:
         "median_tokens": statistics.median(r.tokens for r in rows),
         "median_llm_calls": statistics.median(r.llm_calls for r in rows),
         "total_cost_usd": sum(r.cost_usd for r in rows),
+        "abstention_rate": sum(r.status == Status.insufficient_evidence for r in rows) / n,
+        **_free_text_means(rows),
         **_ragas_means(rows),
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.mean(values) if values else None
+
+
+def _free_text_means(rows: Sequence[Graded]) -> dict[str, Any]:
+    """The free-form answer checks (free-text runs only; see :mod:`agent.bench.freetext`).
+
+    ``token_f1`` and ``containment`` average over answerable questions, an abstention scoring
+    0: what a user asking every question gets. The ``_answered`` variants average over the
+    answers given, the figure to set beside the judge's ``precision``. ``right_paper_cited`` is
+    the share of answers (to questions with known sources) citing a passage of a source paper.
+    """
+    free = [(r, f) for r in rows if (f := r.free_text) is not None]
+    if not free:
+        return {}
+    scored = [(r, f) for r, f in free if r.answerable and f.token_f1 is not None]
+    given = [(r, f) for r, f in scored if f.answered]
+    sourced = [f for _, f in free if f.right_paper is not None]
+    judged = [f for _, f in given if f.judge_p_yes is not None]
+    return {
+        "token_f1": _mean([f.token_f1 or 0.0 for _, f in scored]),
+        "token_f1_answered": _mean([f.token_f1 or 0.0 for _, f in given]),
+        "containment": _mean([float(bool(f.containment)) for _, f in scored]),
+        "containment_answered": _mean([float(bool(f.containment)) for _, f in given]),
+        "judge_correct_of_answered": _mean([float(bool(f.correct)) for f in judged]),
+        "judged": len(judged),
+        "right_paper_cited": _mean([float(bool(f.right_paper)) for f in sourced]),
     }
 
 

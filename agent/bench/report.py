@@ -19,11 +19,26 @@ from typing import Any
 from agent.bench.grading import Graded, metrics
 from corpus.store import write_atomic
 
-__all__ = ["build_report", "side_by_side", "write_report"]
+__all__ = ["build_report", "free_text_table", "side_by_side", "write_report"]
 
 # The numbers a reader compares first, in table order.
 HEADLINE = ("accuracy", "precision", "coverage", "abstention_accuracy", "faithfulness")
-_SPREAD = (*HEADLINE, "median_seconds", "median_tokens", "fabricated_citations")
+# The free-form answer checks (agent.bench.freetext), present only in free-text runs.
+FREE_TEXT = (
+    "token_f1",
+    "token_f1_answered",
+    "containment",
+    "containment_answered",
+    "right_paper_cited",
+)
+_SPREAD = (
+    *HEADLINE,
+    *FREE_TEXT,
+    "abstention_rate",
+    "median_seconds",
+    "median_tokens",
+    "fabricated_citations",
+)
 
 
 def _recall(m: dict[str, Any]) -> float | None:
@@ -109,6 +124,39 @@ def side_by_side(report: dict[str, Any]) -> str:
                 f"{cell('faithfulness')} | {m.get('fabricated_citations', 0)} | "
                 f"{cell('median_seconds', False)} | {_fmt(m.get('p90_seconds'), False)} | "
                 f"{cell('median_tokens', False)} |"
+            )
+    if any("token_f1" in m for sets in report.get("systems", {}).values() for m in sets.values()):
+        lines += ["", free_text_table(report)]
+    return "\n".join(lines)
+
+
+def free_text_table(report: dict[str, Any]) -> str:
+    """The free-form answers against their reference spans: one row per (set, system).
+
+    "judge correct" is correct / answered (the run's precision); F1 and containment are shown
+    over all answerable questions, then over the answers given.
+    """
+    head = (
+        "| set | system | n | coverage | judge correct (of answered) | token F1 | F1 answered | "
+        "containment | containment answered | right paper cited | abstention rate | abstention accuracy | "
+        "median s | median tokens |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for system, sets in report.get("systems", {}).items():
+        for name, m in sets.items():
+            if "token_f1" not in m:
+                continue
+            spread = m.get("mean_sd", {})
+
+            def cell(key: str, pct: bool = True, m: dict[str, Any] = m, spread: Any = spread) -> str:
+                return _fmt(spread.get(key, m.get(key)), pct)
+
+            lines.append(
+                f"| {name} | {system} | {m['n']} | {cell('coverage')} | {cell('precision')} | "
+                f"{cell('token_f1')} | {cell('token_f1_answered')} | {cell('containment')} | "
+                f"{cell('containment_answered')} | {cell('right_paper_cited')} | "
+                f"{cell('abstention_rate')} | {cell('abstention_accuracy')} | "
+                f"{cell('median_seconds', False)} | {cell('median_tokens', False)} |"
             )
     return "\n".join(lines)
 

@@ -181,7 +181,16 @@ async def _one(
         answer = answer.model_copy(update={"choice": choice})
     if withhold:
         q = q.model_copy(update={"answerable": False})
-    graded = grade(q, options, answer, gold)
+    free = None
+    if free_text:
+        from agent.bench.freetext import score_free_text
+
+        # the judge grades against the span only where an answer is expected
+        span = q.ideal if q.answerable else None
+        # withheld sources cannot be cited, so "right paper cited" does not apply there
+        cite_gold = set() if withhold else gold
+        free = await score_free_text(q.question, span, answer, cite_gold, session.llms["judge"])
+    graded = grade(q, options, answer, gold, free)
     if free_text:
         from agent.bench.ragas import ragas_scores
 
@@ -256,7 +265,12 @@ def default_bench_index(home: Path, corpus: Sequence[Path]) -> Path:
     show_default=True,
     help="A system to run; repeat --system to compare systems side by side on the same sample.",
 )
-@click.option("--free-text", is_flag=True, help="Ask without options and score the RAGAS four.")
+@click.option(
+    "--free-text",
+    is_flag=True,
+    help="Ask without options; score the answer against the reference span (token F1, containment, "
+    "a judge's verdict, right paper cited) and the RAGAS four.",
+)
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True)
 @click.pass_obj
 def bench_command(

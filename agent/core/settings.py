@@ -107,6 +107,12 @@ class RetrievalSettings(_Section):
     index_kind: Literal["flat", "hnsw", "ivf"] = Field(
         default="flat", description="FAISS index: exact inner product, or an approximate one."
     )
+    index_lock_timeout_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds a write to an index waits while another process writes it, then fails "
+        "(None: wait until it is done; 0: fail at once).",
+    )
 
 
 class EvidenceSettings(_Section):

@@ -125,6 +125,7 @@ def test_outside_names_never_choose_where_files_go(tmp_path: Path) -> None:
         "manifest.json",
         "papers.jsonl",
         "vectors.f32",
+        "write.lock",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 

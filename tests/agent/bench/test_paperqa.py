@@ -11,6 +11,7 @@ from agent.bench.paperqa import LlamaServer, PaperQASystem, mc_prompt, paperqa_s
 from agent.cli.bench import ScholarloopSystem, run_bench
 from agent.core.errors import ConfigError
 from agent.core.settings import Settings
+from agent.llm.testing import FunctionLLM
 from tests.agent.conftest import make_session, write_mini_set
 
 FAKE = Path(__file__).parent.parent / "fake_openai_server.py"
@@ -92,3 +93,33 @@ async def test_paperqa_runs_beside_scholarloop_graded_identically(
         m = held["systems"]["paperqa"]["mini"]
         assert m["coverage"] == 0.0 and m["abstention_accuracy"] == 1.0
         assert egfr.doc_id not in pqa._docs.deleted_dockeys  # withheld for that question only
+
+
+async def test_paperqa_answers_free_text_graded_by_the_same_checks(
+    index_dir: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """No options: paper-qa gets the bare question (the fake model then admits it cannot answer)."""
+    from tests.agent.bench.test_freetext import e2e_judge
+
+    judge = FunctionLLM(lambda r: "No", score_function=e2e_judge)
+    session = make_session(index_dir, settings, judge=judge)
+    egfr = next(p for p in session.library.papers if p.key.startswith("Egfr"))
+    set_path = write_mini_set(tmp_path / "mini.jsonl", egfr.doc_id)
+    with fake_server(tmp_path) as server:
+        pqa = PaperQASystem(
+            session.library, session.searcher.embedder, paperqa_settings(server.base_url, evidence_k=2)
+        )
+        report = await run_bench(
+            [set_path],
+            session,
+            tmp_path / "out",
+            limit=None,
+            seed=0,
+            withhold=False,
+            systems=[pqa],
+            free_text=True,
+            progress=False,
+        )
+    m = report["systems"]["paperqa"]["mini"]
+    assert m["coverage"] == 0.0 and m["abstention_rate"] == 1.0 and m["token_f1"] == 0.0
+    assert "| mini | paperqa | 2 | 0% |" in (tmp_path / "out" / "report.md").read_text()
