@@ -259,9 +259,11 @@ async def aask_many(
     results: list[Answer | None] = [None] * len(items)
     lock = asyncio.Lock()
     sem = asyncio.Semaphore(max(1, concurrency))
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(disable=not progress, transient=False) as bar:
+    # on stderr, like every other progress display: stdout stays the answers (or JSON) alone
+    with Progress(console=Console(stderr=True), disable=not progress, transient=False) as bar:
         task = bar.add_task("questions", total=len(items))
 
         async def one(i: int, item: dict[str, Any]) -> None:

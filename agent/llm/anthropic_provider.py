@@ -54,6 +54,8 @@ class AnthropicLLM(BaseLLM):
 
     def __init__(self, model: str, *, http_client: Any = None, api_key: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
+        if api_key:
+            self._credentials = (api_key,)
         import anthropic
 
         self._client = anthropic.AsyncAnthropic(

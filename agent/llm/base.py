@@ -1,22 +1,26 @@
 """The one ``LLM`` protocol and the base class every provider builds on.
 
 The base class owns what must behave the same for every provider: the network switch,
-retries (the shared engine in :mod:`agent.core.retry`), a per-provider concurrency limit, and
-usage accounting. Providers only implement ``_complete`` (and optionally ``_score_yes``), and
-turn their SDK's failures into the error tree so the engine knows what is transient.
+retries (the shared engine in :mod:`agent.core.retry`), a per-provider concurrency limit,
+usage accounting, and keeping API keys out of error messages. Providers only implement
+``_complete`` (and optionally ``_score_yes``), and turn their SDK's failures into the error
+tree so the engine knows what is transient.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import threading
 import time
+import traceback
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from agent.core.errors import ModelRequestsDisabledError
+from agent.core.errors import LLMError, ModelRequestsDisabledError, ScholarloopError
 from agent.core.retry import RetryPolicy, retry
 from agent.llm import switch
 from agent.llm.types import Completion, JsonSchema, Message, Role, ToolSpec, Usage, YesNoScore
@@ -25,6 +29,11 @@ __all__ = ["LLM", "BaseLLM", "UsageCallback"]
 
 UsageCallback = Callable[[Usage], None]
 T = TypeVar("T")
+
+# Environment variables whose values are credentials (OPENAI_API_KEY, HF_TOKEN, …); values
+# shorter than this are flags or placeholders, and replacing them would garble messages.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_MIN_SECRET_LEN = 8
 
 
 @runtime_checkable
@@ -76,6 +85,8 @@ class BaseLLM(ABC):
 
     provider: str = "base"
     real: bool = True
+    # keys handed to the constructor rather than read from the environment (see _scrubbed)
+    _credentials: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -171,6 +182,46 @@ class BaseLLM(ABC):
         p = 1.0 if answer.strip().lower().startswith("yes") else 0.0
         return YesNoScore(p_yes=p, usage=completion.usage, method="text")
 
+    def _secrets(self) -> dict[str, str]:
+        """Credential values this provider may send, by the name shown in their place."""
+        found = {
+            value: f"[{name} redacted]"
+            for name, value in os.environ.items()
+            if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LEN
+        }
+        for value in self._credentials:
+            found.setdefault(value, "[api key redacted]")
+        return found
+
+    def _scrubbed(self, exc: Exception) -> Exception:
+        """``exc`` with no credential in its message or its chain of causes.
+
+        Providers build messages from what the server said, and some OpenAI-compatible
+        servers echo the key they were sent ("Incorrect API key provided: sk-…"). The message
+        reaches the retry log, the run's trace, saved answers and ``-v`` tracebacks, so it is
+        cleaned here, before any of them sees it. When the SDK's own exception (the cause)
+        carries the key, the chain is cut: its text cannot be edited safely.
+        """
+        secrets = self._secrets()
+        if not secrets:
+            return exc
+        text = "".join(traceback.format_exception(exc))
+        if not any(value in text for value in secrets):
+            return exc
+
+        def clean(message: str) -> str:
+            for value, label in secrets.items():
+                message = message.replace(value, label)
+            return message
+
+        if not isinstance(exc, ScholarloopError):  # a foreign error's fields cannot be rewritten
+            exc = LLMError(clean(f"{type(exc).__name__}: {exc}"), model=self.name)
+        exc.args = tuple(clean(a) if isinstance(a, str) else a for a in exc.args)
+        exc.__cause__ = None
+        exc.__context__ = None
+        exc.__suppress_context__ = True
+        return exc
+
     async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> T:
         if self.real and not switch.model_requests_allowed():
             raise ModelRequestsDisabledError(
@@ -183,7 +234,13 @@ class BaseLLM(ABC):
         async def limited() -> T:
             # the slot is held for the request only, never across a backoff wait
             async with sem:
-                return await call()
+                try:
+                    return await call()
+                except Exception as exc:
+                    scrubbed = self._scrubbed(exc)
+                    if scrubbed is exc:
+                        raise
+                    raise scrubbed from None
 
         return await retry(limited, self.retry, what=self.name)
 

@@ -100,6 +100,8 @@ class LiteLLM(BaseLLM):
 
     async def _call(self, **kwargs: Any) -> Any:
         litellm = import_litellm()
+        import openai  # litellm's own dependency, already loaded by it: its errors' base classes
+
         try:
             result = await litellm.acompletion(
                 model=self.model,
@@ -131,6 +133,14 @@ class LiteLLM(BaseLLM):
             raise LLMError(f"request failed: {exc}", model=self.name) from exc
         except (litellm.AuthenticationError, litellm.BadRequestError, litellm.NotFoundError) as exc:
             raise LLMError(f"request rejected: {exc}", model=self.name) from exc
+        except openai.APIError as exc:
+            # Statuses litellm has no class of its own for (502, 504, 403, 422 …) arrive as the
+            # OpenAI SDK's errors, outside litellm.APIError; unmapped, a proxy's 502 would skip
+            # the retries and escape the error tree, ending the run instead of one step.
+            status = getattr(exc, "status_code", 0) or 0
+            if status >= 500:
+                raise ServiceUnavailableError(f"server error {status}: {exc}", service=self.name) from exc
+            raise LLMError(f"request failed: {exc}", model=self.name) from exc
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise MalformedResponseError(f"unreadable response: {exc}", model=self.name) from exc
 

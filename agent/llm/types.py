@@ -125,8 +125,12 @@ class Completion(BaseModel):
             # value is still unambiguous, and rejecting it (measured: 1 in 30 answers) loses it
             return json.loads(text, strict=False)
         except json.JSONDecodeError as exc:
+            # a reply cut off by the token limit is the usual cause, and the fix (raise
+            # max_tokens) differs from a model that cannot write JSON, so the message says which
+            cut_off = self.finish_reason in ("length", "max_tokens")
+            cut = " (cut off at the max_tokens limit)" if cut_off else ""
             raise MalformedResponseError(
-                f"reply is not valid JSON ({exc.msg} at {exc.pos}): {self.text[:200]!r}",
+                f"reply is not valid JSON{cut} ({exc.msg} at {exc.pos}): {self.text[:200]!r}",
                 model=self.usage.model or None,
             ) from exc
 
