@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.core.errors import ConfigError
 
@@ -26,6 +28,7 @@ __all__ = [
     "AnswerSettings",
     "ChunkingSettings",
     "EmbeddingSettings",
+    "EndpointSettings",
     "EvidenceSettings",
     "LLMSettings",
     "LocalModelSettings",
@@ -39,6 +42,8 @@ __all__ = [
 
 ENV_PREFIX = "SCHOLARLOOP_"
 DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+ROLES = ("agent", "summary", "answer", "judge")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Section(BaseModel):
@@ -52,6 +57,74 @@ class LocalModelSettings(_Section):
     )
     n_gpu_layers: int = Field(default=0, description="Layers offloaded to a GPU (0 = CPU only).")
     seed: int = Field(default=0, description="Sampling seed, so local runs are repeatable.")
+
+
+class EndpointSettings(_Section):
+    """A model served over an OpenAI-compatible API (vLLM, llama.cpp's server, TGI, …).
+
+    The key itself never appears here, only the name of the variable holding it, so presets can
+    be shared and a settings dump cannot leak it.
+    """
+
+    api_base: str = Field(
+        description="Base URL of the server's OpenAI-compatible API, usually ending in /v1 "
+        "(e.g. 'http://127.0.0.1:8080/v1'). Roles whose endpoints give the same URL share its "
+        "max_concurrency."
+    )
+    model: str = Field(
+        description="litellm model string for the served model: 'openai/NAME', where NAME is the "
+        "model name the server expects (llama.cpp's server answers with its one model whatever "
+        "NAME is; vLLM wants its --served-model-name)."
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable holding the server's API key (the name, never "
+        "the key). None: the server needs no key, and a placeholder is sent, never OPENAI_API_KEY.",
+    )
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Requests in flight to this api_base at once, counted across every role that "
+        "uses it; None: the value another endpoint on the same URL gives, else llm.concurrency.",
+    )
+
+    @field_validator("api_base")
+    @classmethod
+    def _check_api_base(cls, value: str) -> str:
+        url = urlsplit(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(
+                "must be an http:// or https:// URL with a host, e.g. 'http://127.0.0.1:8080/v1'"
+            )
+        try:
+            url.port  # noqa: B018 (raises on a port that is not a number)
+        except ValueError as exc:
+            raise ValueError("has an invalid port") from exc
+        # the URL is printed at the start of every run and lands in logs: no credentials in it
+        if url.username or url.password:
+            raise ValueError("must not carry credentials; name the key's variable in api_key_env")
+        if url.query or url.fragment:
+            raise ValueError("must not have a query or fragment; give the base URL only")
+        # one spelling per server, so the concurrency limit is shared by every role on it
+        return url._replace(scheme=url.scheme.lower(), netloc=url.netloc.lower()).geturl().rstrip("/")
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        value = value.strip()
+        if "/" not in value or value.startswith(("local:", "local/", "anthropic:", "anthropic/", "test:")):
+            raise ValueError("must be a litellm model string with a provider prefix, e.g. 'openai/qwen'")
+        return value.removeprefix("litellm:")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_api_key_env(cls, value: str | None) -> str | None:
+        # the value is not echoed: if a key was pasted here by mistake, the error must not print it
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. 'MY_SERVER_KEY'), not the key itself"
+            )
+        return value
 
 
 class LLMSettings(_Section):
@@ -72,13 +145,65 @@ class LLMSettings(_Section):
         default=3, ge=0, description="Retries on rate limits, timeouts and 5xx (with backoff)."
     )
     concurrency: int = Field(
-        default=4, ge=1, description="Concurrent requests per provider (local is always 1)."
+        default=4,
+        ge=1,
+        description="Concurrent requests per provider (local is always 1), and per server for "
+        "served endpoints that set no max_concurrency.",
     )
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    endpoints: dict[str, EndpointSettings] = Field(
+        default={},
+        description="Models on OpenAI-compatible servers, one table per role ('agent', 'summary', "
+        "'answer', 'judge') or 'default' for every role without its own model: e.g. "
+        "[llm.endpoints.summary] with api_base, model, api_key_env, max_concurrency (see "
+        "'Served models'). A role's own endpoint beats its model string; 'default' beats llm.default.",
+    )
+
+    @model_validator(mode="after")
+    def _check_endpoints(self) -> LLMSettings:
+        for key in self.endpoints:
+            if key != "default" and key not in ROLES:
+                raise ValueError(f"llm.endpoints.{key}: unknown role; use one of default, {', '.join(ROLES)}")
+        limits: dict[str, tuple[str, int]] = {}
+        for key, ep in self.endpoints.items():
+            if ep.max_concurrency is None:
+                continue
+            seen = limits.setdefault(ep.api_base, (key, ep.max_concurrency))
+            if seen[1] != ep.max_concurrency:
+                # one server, one limit: two different numbers would make the shared one arbitrary
+                raise ValueError(
+                    f"llm.endpoints.{key}.max_concurrency is {ep.max_concurrency} but "
+                    f"llm.endpoints.{seen[0]}.max_concurrency is {seen[1]} for the same api_base "
+                    f"{ep.api_base}; give one value (or leave one unset)"
+                )
+        return self
+
+    def endpoint_for(self, role: str) -> EndpointSettings | None:
+        """The served endpoint a role uses, if any (see :meth:`for_role` for the precedence)."""
+        if role in self.endpoints:
+            return self.endpoints[role]
+        if role in ROLES and getattr(self, role):
+            return None  # the role's own model string beats the default endpoint
+        return self.endpoints.get("default")
+
+    def endpoint_concurrency(self, api_base: str) -> int:
+        """The one limit for a server, whichever role's endpoint gave it."""
+        for ep in self.endpoints.values():
+            if ep.api_base == api_base and ep.max_concurrency is not None:
+                return ep.max_concurrency
+        return self.concurrency
 
     def for_role(self, role: str) -> str:
-        """The model string a role resolves to (its own, or ``default``)."""
-        value = getattr(self, role, None) if role in {"agent", "summary", "answer", "judge"} else None
+        """The model string a role resolves to.
+
+        Precedence: the role's endpoint, its own model string, the default endpoint,
+        ``default``. A served model reads ``MODEL@API_BASE``, so the line printed at the start
+        of a run says which server each role talks to.
+        """
+        endpoint = self.endpoint_for(role)
+        if endpoint is not None:
+            return f"{endpoint.model}@{endpoint.api_base}"
+        value = getattr(self, role, None) if role in ROLES else None
         return value or self.default
 
 
@@ -219,7 +344,7 @@ class Settings(_Section):
             raise ConfigError(f"invalid override {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
     def role_models(self) -> dict[str, str]:
-        return {r: self.llm.for_role(r) for r in ("agent", "summary", "answer", "judge")}
+        return {r: self.llm.for_role(r) for r in ROLES}
 
 
 def configs_dir() -> Path:

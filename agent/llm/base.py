@@ -56,23 +56,24 @@ class LLM(Protocol):
     async def score_yes(self, messages: Sequence[Message], *, role: Role = "judge") -> YesNoScore: ...
 
 
-# One semaphore per (provider, event loop): a limit must hold across every role that shares a
-# provider, and asyncio primitives cannot cross loops (``ask()`` may run in a fresh loop). Keyed
-# by the loop object, weakly: a loop's id can be reused once it is gone, and a stale semaphore
-# from a dead loop would then hand the new one the wrong limit.
+# One semaphore per (concurrency key, event loop): a limit must hold across every role that
+# shares a provider, or a served model's server (``BaseLLM.concurrency_key``), and asyncio
+# primitives cannot cross loops (``ask()`` may run in a fresh loop). Keyed by the loop object,
+# weakly: a loop's id can be reused once it is gone, and a stale semaphore from a dead loop
+# would then hand the new one the wrong limit.
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
 _SEM_LOCK = threading.Lock()
 
 
-def _provider_semaphore(provider: str, limit: int) -> asyncio.Semaphore:
+def _provider_semaphore(key: str, limit: int) -> asyncio.Semaphore:
     loop = asyncio.get_running_loop()
     with _SEM_LOCK:
         per_loop = _SEMAPHORES.setdefault(loop, {})
-        sem = per_loop.get(provider)
+        sem = per_loop.get(key)
         if sem is None:
-            sem = per_loop[provider] = asyncio.Semaphore(limit)
+            sem = per_loop[key] = asyncio.Semaphore(limit)
         return sem
 
 
@@ -111,6 +112,11 @@ class BaseLLM(ABC):
     @property
     def name(self) -> str:
         return f"{self.provider}:{self.model}"
+
+    @property
+    def concurrency_key(self) -> str:
+        """What the concurrency limit is shared by: the provider, unless a subclass knows better."""
+        return self.provider
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -229,7 +235,7 @@ class BaseLLM(ABC):
                 "agent.llm.testing.ScriptedLLM or FunctionLLM instead",
                 model=self.name,
             )
-        sem = _provider_semaphore(self.provider, self.concurrency)
+        sem = _provider_semaphore(self.concurrency_key, self.concurrency)
 
         async def limited() -> T:
             # the slot is held for the request only, never across a backoff wait

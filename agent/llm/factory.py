@@ -4,11 +4,16 @@ Model strings: ``local:NAME`` (or ``local:/path/model.gguf``) → llama.cpp in-p
 ``anthropic:MODEL``, ``anthropic/MODEL`` or ``claude-…`` → the Anthropic SDK; ``test:…`` is
 refused here (build test doubles directly); anything else goes to litellm, which knows
 OpenAI, Gemini, ollama, vLLM and every OpenAI-compatible server.
+
+A served model (``llm.endpoints``) reads ``MODEL@API_BASE``: the form ``Settings.role_models``
+gives, so everything that resolves a role's string (runs, ``doctor``, benchmarks) reaches the
+same server with the same key and the same shared concurrency limit.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.core.errors import ConfigError, MissingAPIKeyError
@@ -16,11 +21,26 @@ from agent.core.retry import RetryPolicy
 from agent.llm.base import BaseLLM, UsageCallback
 
 if TYPE_CHECKING:
-    from agent.core.settings import Settings
+    from agent.core.settings import EndpointSettings, Settings
 
-__all__ = ["provider_of", "resolve_llm", "resolve_role_llms", "split_model"]
+__all__ = ["provider_of", "resolve_llm", "resolve_role_llms", "split_endpoint", "split_model"]
 
 Provider = Literal["local", "anthropic", "litellm"]
+
+# Only "@http(s)://" starts an endpoint: litellm model names may hold "@" themselves
+# (Vertex AI's "claude-3-5-sonnet@20240620").
+_AT_ENDPOINT = re.compile(r"^(?P<model>.+?)@(?P<api_base>https?://\S+)$")
+# Sent when a served endpoint names no key: the OpenAI client refuses to send none, and without
+# an explicit value litellm would fall back to OPENAI_API_KEY and hand it to a third-party server.
+NO_KEY = "sk-no-key-required"
+
+
+def split_endpoint(spec: str) -> tuple[str, str | None]:
+    """``"openai/qwen@http://host:8080/v1"`` → ``("openai/qwen", "http://host:8080/v1")``."""
+    match = _AT_ENDPOINT.match(spec.strip())
+    if match is None:
+        return spec, None
+    return match["model"], match["api_base"].rstrip("/")
 
 
 def split_model(spec: str) -> tuple[Provider, str]:
@@ -63,9 +83,53 @@ def _check_litellm_key(model: str) -> None:
         raise MissingAPIKeyError(provider, missing, model)
 
 
-def resolve_llm(spec: str, settings: Settings, *, on_usage: UsageCallback | None = None) -> BaseLLM:
-    """Build the provider for ``spec`` with the shared retry, timeout and concurrency settings."""
-    provider, model = split_model(spec)
+def _find_endpoint(settings: Settings, model: str, api_base: str) -> EndpointSettings | None:
+    for endpoint in settings.llm.endpoints.values():
+        if endpoint.api_base == api_base and endpoint.model == model:
+            return endpoint
+    return None
+
+
+def _served_llm(
+    model: str,
+    api_base: str,
+    endpoint: EndpointSettings | None,
+    settings: Settings,
+    common: dict[str, Any],
+) -> BaseLLM:
+    from agent.core.settings import EndpointSettings
+    from agent.llm.litellm_provider import LiteLLM
+
+    if endpoint is None:  # "MODEL@URL" written by hand: no key, the URL checked as settings are
+        try:
+            endpoint = EndpointSettings(api_base=api_base, model=model)
+        except ValueError as exc:
+            raise ConfigError(f"model {model}@{api_base}: {exc}") from exc
+    api_key = NO_KEY
+    if endpoint.api_key_env is not None:
+        api_key = os.environ.get(endpoint.api_key_env, "")
+        if not api_key:
+            raise MissingAPIKeyError(
+                f"the endpoint {endpoint.api_base}", [endpoint.api_key_env], endpoint.model
+            )
+    common["concurrency"] = settings.llm.endpoint_concurrency(endpoint.api_base)
+    return LiteLLM(endpoint.model, api_base=endpoint.api_base, api_key=api_key, **common)
+
+
+def resolve_llm(
+    spec: str,
+    settings: Settings,
+    *,
+    on_usage: UsageCallback | None = None,
+    endpoint: EndpointSettings | None = None,
+) -> BaseLLM:
+    """Build the provider for ``spec`` with the shared retry, timeout and concurrency settings.
+
+    ``endpoint`` is the role's served endpoint when the caller knows it; otherwise a
+    ``MODEL@API_BASE`` spec is matched to ``llm.endpoints`` for its key and limit.
+    """
+    base_spec, api_base = split_endpoint(spec)
+    provider, model = split_model(base_spec)
     cfg = settings.llm
     common: dict[str, Any] = {
         "temperature": cfg.temperature,
@@ -75,6 +139,11 @@ def resolve_llm(spec: str, settings: Settings, *, on_usage: UsageCallback | None
         "concurrency": cfg.concurrency,
         "on_usage": on_usage,
     }
+    if api_base is not None:
+        if provider != "litellm":
+            raise ConfigError(f"{spec!r}: only litellm models can be served from an api_base")
+        served = endpoint or _find_endpoint(settings, model, api_base)
+        return _served_llm(model, api_base, served, settings, common)
     if provider == "local":
         from agent.llm.local import LocalLLM
 
@@ -100,11 +169,17 @@ def resolve_llm(spec: str, settings: Settings, *, on_usage: UsageCallback | None
 
 
 def resolve_role_llms(settings: Settings, *, on_usage: UsageCallback | None = None) -> dict[str, BaseLLM]:
-    """One provider per role; roles that share a model string share the instance."""
-    by_spec: dict[str, BaseLLM] = {}
+    """One provider per role; roles that share a model string (and endpoint) share the instance.
+
+    Roles on one server share its concurrency limit either way: the limit is keyed by api_base.
+    """
+    by_spec: dict[tuple[str, str | None], BaseLLM] = {}
     out: dict[str, BaseLLM] = {}
     for role, spec in settings.role_models().items():
-        if spec not in by_spec:
-            by_spec[spec] = resolve_llm(spec, settings, on_usage=on_usage)
-        out[role] = by_spec[spec]
+        endpoint = settings.llm.endpoint_for(role)
+        # two roles on one URL and model may still name different key variables
+        key = (spec, endpoint.api_key_env if endpoint is not None else None)
+        if key not in by_spec:
+            by_spec[key] = resolve_llm(spec, settings, on_usage=on_usage, endpoint=endpoint)
+        out[role] = by_spec[key]
     return out

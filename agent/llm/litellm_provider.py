@@ -94,9 +94,21 @@ def _headers_of(exc: Exception) -> Any:
 class LiteLLM(BaseLLM):
     provider = "litellm"
 
-    def __init__(self, model: str, *, api_base: str | None = None, **kw: Any) -> None:
+    def __init__(
+        self, model: str, *, api_base: str | None = None, api_key: str | None = None, **kw: Any
+    ) -> None:
         super().__init__(model, **kw)
         self.api_base = api_base
+        self.api_key = api_key
+        if api_key is not None:
+            # its variable may be named anything (LLAMA_AUTH): the name rule would miss it
+            self._credentials = (api_key,)
+
+    @property
+    def concurrency_key(self) -> str:
+        # a served model's limit protects its server: shared by every role on that URL, and
+        # not spent by requests to another server or to a cloud provider
+        return f"{self.provider}@{self.api_base}" if self.api_base else self.provider
 
     async def _call(self, **kwargs: Any) -> Any:
         litellm = import_litellm()
@@ -108,6 +120,7 @@ class LiteLLM(BaseLLM):
                 timeout=self.timeout_s,
                 num_retries=0,
                 api_base=self.api_base,
+                **({"api_key": self.api_key} if self.api_key is not None else {}),
                 **kwargs,
             )
             await _drain_litellm_logging()
