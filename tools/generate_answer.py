@@ -81,7 +81,10 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
                 "items": {
                     "type": "object",
                     "properties": {
-                        "text": {"type": "string"},
+                        # length caps keep the whole reply inside the token cap: on full-text
+                        # papers the local model copied passages into a claim until the JSON
+                        # was cut off (COVID-QA), and a cut-off reply is a failed answer
+                        "text": {"type": "string", "maxLength": 250},
                         "citations": {
                             "type": "array",
                             "items": {"type": "string", "enum": keys},
@@ -92,8 +95,8 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
                     "required": ["text", "citations", "quote"],
                 },
             },
-            "summary": {"type": "string"},
-            "limitations": {"type": "string"},
+            "summary": {"type": "string", "maxLength": 300},
+            "limitations": {"type": "string", "maxLength": 200},
         },
         "required": ["claims", "summary", "limitations"],
     }

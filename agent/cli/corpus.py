@@ -37,7 +37,8 @@ def build_with_progress(sources: list[Path], root: Path, settings: Any, *, silen
     """Index ``sources`` into ``root`` with a documents bar (``index build``, ``bench --corpus``)."""
     from corpus.build import build_index, count_documents, iter_sources
 
-    paths = list(iter_sources(sources))
+    skipped: list[Any] = []  # symlinks leading out of a folder: reported with the build's failures
+    paths = list(iter_sources(sources, skipped))
     with progress_bar(TextColumn("{task.fields[chunks]} chunks"), silent=silent) as bar:
         task = bar.add_task("indexing", total=count_documents(paths), chunks=0)
         state = {"chunks": 0}
@@ -46,7 +47,9 @@ def build_with_progress(sources: list[Path], root: Path, settings: Any, *, silen
             state["chunks"] += chunks
             bar.update(task, advance=docs, chunks=state["chunks"])
 
-        return build_index(paths, root, settings, progress=on_progress)
+        report = build_index(paths, root, settings, progress=on_progress)
+    report.failed[:0] = skipped
+    return report
 
 
 @click.group("index", cls=ScholarloopGroup)

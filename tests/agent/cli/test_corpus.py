@@ -56,3 +56,15 @@ def test_human_output_and_bad_year(tmp_path: Path, papers_dir: Path) -> None:
     assert code == 0 and out.startswith(" 1. [") and "Artemisinin" in out
     code, out = run("-q", *HASH, "search", "x", "--index", str(idx), "--year", "twenty")
     assert code != 0 and "year range" in out
+
+
+def test_index_build_reports_a_symlink_leading_out_of_the_folder(tmp_path: Path, papers_dir: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Private notes that are not a paper. " * 5)
+    (papers_dir / "leak.txt").symlink_to(secret)
+    code, out = run("--json", *HASH, "index", "build", str(papers_dir), "--index", str(tmp_path / "idx"))
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["indexed"] == 4
+    (leak,) = [f for f in report["failed"] if f["source"].endswith("leak.txt")]
+    assert "outside" in leak["reason"]
