@@ -2,7 +2,7 @@
 
 New hits enter the library: their open-access PDF when one can be fetched and read, otherwise
 their abstract, marked ``abstract_only`` so the answer can say so. When the network is down
-the first failure prints one warning, and from then on this session searches locally only.
+the first failure prints one warning, and from then on the :class:`~agent.api.Session` searches locally only.
 """
 
 from __future__ import annotations
