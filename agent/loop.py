@@ -154,6 +154,7 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
         seconds=time.perf_counter() - started,
         error=error,
         trace=state.steps,
+        option_scores=state.option_scores,
     )
     ctx.emit("done", status=answer.status.value)
     return answer

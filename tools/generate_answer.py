@@ -20,7 +20,7 @@ from typing import Any
 from agent.core.errors import ServiceError, ToolError
 from agent.core.evidence import insufficient_letter, is_insufficient, letters, offered_evidence
 from agent.core.prompts import answer_messages, judge_messages, mc_messages
-from agent.core.state import INSUFFICIENT, Claim, Evidence, RunState, no_answer
+from agent.core.state import INSUFFICIENT, Claim, Evidence, OptionScores, RunState, no_answer
 from tools.base import ToolContext, tool
 
 __all__ = [
@@ -142,6 +142,9 @@ async def ask_pick(ctx: ToolContext, evidence: list[Evidence]) -> dict[str, Any]
     state.add_usage(completion.usage)
     data: dict[str, Any] = completion.json()
     data["choice"] = str(data.get("choice", "")).strip().upper()[:1]
+    record = state.option_scores = state.option_scores or OptionScores()
+    record.pick = data["choice"]
+    record.pick_citations = [str(k) for k in data.get("citations", [])]
     return data
 
 
@@ -176,6 +179,7 @@ async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tupl
     judge = ctx.llm("judge")
     abstain = insufficient_letter(state.options or [])
     best: dict[str, tuple[float, str]] = {}
+    record = state.option_scores = OptionScores()
     # passage-major order so consecutive judge calls share the passage prefix in the KV cache
     for e in evidence:
         for letter, text in letters(state.options or []):
@@ -183,6 +187,7 @@ async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tupl
                 continue
             score = await judge.score_yes(judge_messages(option_claim(state.question, text), e.text))
             state.add_usage(score.usage)
+            record.scores.setdefault(e.key, {})[letter] = round(score.p_yes, 4)
             if score.p_yes > best.get(letter, (-1.0, ""))[0]:
                 best[letter] = (score.p_yes, e.key)
     return sorted(((p, letter, key) for letter, (p, key) in best.items()), reverse=True)

@@ -23,6 +23,7 @@ __all__ = [
     "Claim",
     "Evidence",
     "GateResult",
+    "OptionScores",
     "Reference",
     "RunProgress",
     "RunState",
@@ -142,6 +143,20 @@ class RunProgress(BaseModel):
     )
 
 
+class OptionScores(BaseModel):
+    """What a multiple-choice answer was decided from: the judge's P(support) for every option
+    on every passage it was offered, and the answer model's pick when it was asked.
+
+    Kept on the answer so a benchmark run can be re-graded under other thresholds and margins
+    without re-running a model (``benchmarks/mc_replay.py``)."""
+
+    scores: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Evidence key → option letter → the judge's P(support)."
+    )
+    pick: str | None = Field(default=None, description="The answer model's letter, if it was asked.")
+    pick_citations: list[str] = Field(default_factory=list)
+
+
 class RunState(BaseModel):
     """The run's memory, shared by the tools through their context."""
 
@@ -163,6 +178,7 @@ class RunState(BaseModel):
     usage: list[Usage] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
     progress: RunProgress = Field(default_factory=RunProgress)
+    option_scores: OptionScores | None = None
 
     def add_usage(self, usage: Usage) -> None:
         self.usage.append(usage)
@@ -198,6 +214,7 @@ class Answer(BaseModel):
     seconds: float = 0.0
     error: str | None = None
     trace: list[Step] = Field(default_factory=list)
+    option_scores: OptionScores | None = None
 
     @property
     def total_tokens(self) -> int:

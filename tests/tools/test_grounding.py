@@ -310,6 +310,11 @@ async def test_hybrid_mode_settles_a_small_lead_with_the_answer_models_pick(
     observation = await generate_answer(ctx)
     assert ctx.state.choice == expected
     assert ("agree" in observation) == (expected == "A")
+    # what the decision was made from is kept, so a benchmark can re-grade it under other margins
+    record = ctx.state.option_scores
+    assert record is not None and record.pick == pick
+    t790m = key_of(ctx, "T790M")
+    assert record.scores[t790m] == {"A": 0.85, "B": 0.8, "C": 0.1}
     await verify_citations(ctx)
     assert ctx.state.choice == expected
 
