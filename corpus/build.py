@@ -20,10 +20,11 @@ from agent.core.models import Chunk, Document, Paper, ReadIssue
 from agent.core.settings import Settings
 from corpus.chunking import chunk_document
 from corpus.embeddings import Embedder, embed_in_batches, make_embedder
-from corpus.readers import SUPPORTED_SUFFIXES, CitationKeys, read_path
+from corpus.isolate import pdf_reader
+from corpus.readers import SUPPORTED_SUFFIXES, CitationKeys, read_path, source_name
 from corpus.store import Library
 
-__all__ = ["BuildReport", "build_index", "count_documents", "iter_sources"]
+__all__ = ["BuildReport", "Seen", "build_index", "count_documents", "embedding_text", "iter_sources"]
 
 Progress = Callable[[int, int], None]  # (documents done, chunks added)
 
@@ -88,7 +89,7 @@ def iter_sources(sources: Sequence[Path], issues: list[ReadIssue] | None = None)
                     continue
                 if path.is_symlink() and (reason := _escaping_link(path, top)) is not None:
                     if issues is not None:
-                        issues.append(ReadIssue(source=str(path), reason=reason))
+                        issues.append(ReadIssue(source=source_name(path), reason=reason))
                     continue
                 if path.is_file():
                     yield path
@@ -106,14 +107,42 @@ def count_documents(paths: Sequence[Path]) -> int:
             try:
                 with opener(path, "rb") as fh:
                     total += sum(1 for line in fh if line.strip())
-            except OSError:
+            except (OSError, EOFError):  # a truncated .gz: the reader reports it
                 total += 1
         else:
             total += 1
     return total
 
 
-def _embedding_text(paper: Paper, chunk: Chunk) -> str:
+class Seen:
+    """What one build has accepted so far, and the duplicate rule it applies with the library.
+
+    Shared with the merge of a sharded build (:mod:`corpus.shards`), so both skip exactly the
+    same documents and a sharded build equals a serial one.
+    """
+
+    def __init__(self) -> None:
+        self.hashes: set[str] = set()
+        self.ids: set[str] = set()
+        self.dois: set[str] = set()
+
+    def duplicate(self, library: Library, paper: Paper, *, record: bool) -> str | None:
+        """Why ``paper`` is not added (None: it is). ``record``: it came from a JSONL corpus."""
+        reason = library.duplicate_of(paper, by_doi=not record)
+        if reason is None and not record and paper.doi and paper.doi in self.dois:
+            reason = f"duplicate DOI {paper.doi} in this build"
+        if reason is None and (paper.content_hash in self.hashes or paper.doc_id in self.ids):
+            reason = "duplicate of another document in this build"
+        return reason
+
+    def add(self, paper: Paper, *, record: bool) -> None:
+        self.hashes.add(paper.content_hash)
+        self.ids.add(paper.doc_id)
+        if paper.doi and not record:
+            self.dois.add(paper.doi)
+
+
+def embedding_text(paper: Paper, chunk: Chunk) -> str:
     # The title gives a short chunk its topic; small embedders rank noticeably better with it.
     return f"{paper.title}\n{chunk.text}" if paper.title else chunk.text
 
@@ -145,13 +174,15 @@ def build_index(
         chunk_chars=settings.chunking.chunk_chars,
         overlap_chars=settings.chunking.overlap_chars,
         index_kind=settings.retrieval.index_kind,
+        index_params=settings.retrieval.index_params(),
         lock_timeout=timeout,
     )
     # The whole build holds the write lock: its duplicate checks and citation keys are decided
     # against the library as it is under the lock, so builds running at once over overlapping
     # sources add each document once, as one build after the other would.
-    with library.writing(timeout):
-        report = _build(sources, library, settings, embedder, batch_docs, progress, paper_overrides)
+    # PDFs are read in a worker process under settings.index's time and memory limits.
+    with library.writing(timeout), pdf_reader(settings.index) as read_pdf:
+        report = _build(sources, library, settings, embedder, batch_docs, progress, paper_overrides, read_pdf)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -164,14 +195,13 @@ def _build(
     batch_docs: int,
     progress: Progress | None,
     paper_overrides: dict[str, dict[str, object]] | None,
+    read_pdf: Callable[[Path], Document | ReadIssue] | None = None,
 ) -> BuildReport:
     chunking = settings.chunking
     keys = CitationKeys(library.keys)
     report = BuildReport()
     pending: list[Document] = []
-    seen_hashes: set[str] = set()
-    seen_ids: set[str] = set()
-    seen_dois: set[str] = set()
+    seen = Seen()
 
     def flush() -> None:
         if not pending:
@@ -190,7 +220,7 @@ def _build(
             papers.append(doc.paper)
             for chunk in doc_chunks:
                 chunks.append(chunk)
-                texts.append(_embedding_text(doc.paper, chunk))
+                texts.append(embedding_text(doc.paper, chunk))
         vectors = (
             embed_in_batches(embedder, texts, settings.embedding.batch_size)
             if texts
@@ -204,7 +234,7 @@ def _build(
         pending.clear()
 
     for path in iter_sources(sources, report.failed):
-        for result in read_path(path):
+        for result in read_path(path, pdf_reader=read_pdf):
             if isinstance(result, ReadIssue):
                 report.failed.append(result)
                 if progress:
@@ -216,11 +246,7 @@ def _build(
                 if value not in (None, "", []):
                     setattr(paper, field, value)
             record = _suffix(path) in {".jsonl", ".jsonl.gz"}
-            reason = library.duplicate_of(paper, by_doi=not record)
-            if reason is None and not record and paper.doi and paper.doi in seen_dois:
-                reason = f"duplicate DOI {paper.doi} in this build"
-            if reason is None and (paper.content_hash in seen_hashes or paper.doc_id in seen_ids):
-                reason = "duplicate of another document in this build"
+            reason = seen.duplicate(library, paper, record=record)
             if reason is not None:
                 report.skipped.append(
                     ReadIssue(source=paper.source + f" [{paper.doc_id}]", reason=reason, fatal=False)
@@ -228,10 +254,7 @@ def _build(
                 if progress:
                     progress(1, 0)
                 continue
-            seen_hashes.add(paper.content_hash)
-            seen_ids.add(paper.doc_id)
-            if paper.doi and not record:
-                seen_dois.add(paper.doi)
+            seen.add(paper, record=record)
             pending.append(result)
             if len(pending) >= batch_docs:
                 flush()

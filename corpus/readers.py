@@ -3,6 +3,9 @@
 Bad input never stops a build. An unreadable file becomes a fatal :class:`ReadIssue` naming the
 file and the reason. An unreadable page becomes a non-fatal warning and its document is kept.
 A bad JSONL line is reported with its line number, and the reader goes on to the next line.
+
+:func:`read_pdf` lets ``MemoryError`` through (every other exception becomes a reason): in a
+:mod:`corpus.isolate` worker it means the worker's memory limit was hit, and the worker says so.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -26,12 +30,15 @@ __all__ = [
     "ReadResult",
     "find_doi",
     "read_path",
+    "read_pdf",
+    "source_name",
 ]
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 SUPPORTED_SUFFIXES = {".pdf", ".txt", ".md", ".html", ".htm", ".jsonl", ".jsonl.gz"}
 _DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
 _YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 ReadResult = Document | ReadIssue
 
@@ -89,45 +96,131 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
+def source_name(path: Path) -> str:
+    """``str(path)``, with bytes that are not UTF-8 (a Latin-1 name on a UTF-8 system) written
+    as ``\\xe9``: names are stored as JSON, which cannot hold the surrogates Python reads them as."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return text
+
+
+def _valid_unicode(text: str) -> str:
+    """Lone surrogates (a JSON ``\\ud800`` escape, a broken UTF-16 string in a PDF) become
+    U+FFFD: the library is stored as UTF-8 JSON, which cannot hold them, and one would fail the
+    whole build's commit."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _scrub(doc: Document) -> Document:
+    paper = doc.paper
+    for field in ("doc_id", "title", "doi", "venue", "source"):
+        value = getattr(paper, field)
+        if isinstance(value, str):
+            setattr(paper, field, _valid_unicode(value))
+    paper.authors = [_valid_unicode(a) for a in paper.authors]
+    for page in doc.pages:
+        page.text = _valid_unicode(page.text)
+    return doc
+
+
 def _suffix(path: Path) -> str:
     name = path.name.lower()
     return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
 
 
-def _read_pdf(path: Path) -> ReadResult:
+def _why(exc: BaseException) -> str:
+    """``Type: message``, naming a RecursionError behind it (pypdf wraps it in a vaguer error)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, RecursionError):
+            return f"objects nested too deeply to read ({type(exc).__name__}: RecursionError)"
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {exc}"
+
+
+_MAGIC = {
+    b"<!doctype html": "an HTML page",
+    b"<html": "an HTML page",
+    b"<?xml": "an XML file",
+    b"\x89png": "a PNG image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"pk\x03\x04": "a ZIP archive (.docx, .epub?)",
+    b"\x1f\x8b": "a gzip file",
+}
+
+
+def _not_a_pdf(path: Path) -> str | None:
+    """Why a file named .pdf is not one, from its first bytes (pypdf would only say that a stream
+    ended unexpectedly). Readers accept junk before the header within the first 1 KB, so do we."""
+    with path.open("rb") as fh:
+        head = fh.read(1024)
+    if b"%PDF-" in head:
+        return None
+    start = head.lstrip().lower()
+    what = next((name for magic, name in _MAGIC.items() if start.startswith(magic)), None)
+    return f"not a PDF: no %PDF- header; it is {what}" if what else "not a PDF: no %PDF- header"
+
+
+def _truncated(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 1024))
+        return b"%%EOF" not in fh.read()
+
+
+def read_pdf(path: Path) -> ReadResult:
+    """One PDF as a document, or the reason it cannot be one. Only ``MemoryError`` escapes."""
     import pypdf
     import pypdf.errors
 
-    src = str(path)
+    src = source_name(path)
+    if (reason := _not_a_pdf(path)) is not None:
+        return ReadIssue(source=src, reason=reason)
     try:
         reader = pypdf.PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             return ReadIssue(source=src, reason="encrypted PDF (needs a password)")
         raw_pages = list(reader.pages)
+    except MemoryError:
+        raise
     except pypdf.errors.FileNotDecryptedError:
         return ReadIssue(source=src, reason="encrypted PDF (needs a password)")
     except (pypdf.errors.PdfReadError, pypdf.errors.PdfStreamError, ValueError, KeyError, OSError) as exc:
-        return ReadIssue(source=src, reason=f"corrupt PDF: {type(exc).__name__}: {exc}")
+        hint = " (no %EOF at the end: truncated?)" if _truncated(path) else ""
+        return ReadIssue(source=src, reason=f"corrupt PDF: {_why(exc)}{hint}")
     except Exception as exc:  # pypdf raises many types on broken files; one bad file must not stop a build
-        return ReadIssue(source=src, reason=f"unreadable PDF: {type(exc).__name__}: {exc}")
+        return ReadIssue(source=src, reason=f"unreadable PDF: {_why(exc)}")
     pages: list[Page] = []
     warnings: list[ReadIssue] = []
     for number, page in enumerate(raw_pages, 1):
         try:
             text = page.extract_text() or ""
+        except MemoryError:
+            raise
         except Exception as exc:  # one unreadable page never drops the document
-            warnings.append(
-                ReadIssue(source=f"{src} page {number}", reason=f"{type(exc).__name__}: {exc}", fatal=False)
-            )
+            warnings.append(ReadIssue(source=f"{src} page {number}", reason=_why(exc), fatal=False))
             text = ""
         pages.append(Page(number=number, text=text.replace("\x00", "").strip()))
     if not any(p.text for p in pages):
+        # Pages that failed say more than "no text" (e.g. pypdf's own inflate limit on a bomb).
+        failed = (
+            f"; {len(warnings)} of {len(pages)} pages failed, first: {warnings[0].reason}" if warnings else ""
+        )
         return ReadIssue(
-            source=src, reason="no extractable text (image-only or empty PDF; OCR is not supported)"
+            source=src,
+            reason=f"no extractable text (image-only or empty PDF; OCR is not supported{failed})",
         )
     meta: dict[str, Any] = {}
     try:
         meta = dict(reader.metadata or {})
+    except MemoryError:
+        raise
     except Exception:  # broken metadata is not worth losing the text over
         warnings.append(ReadIssue(source=src, reason="unreadable PDF metadata", fatal=False))
     head = "\n".join(p.text for p in pages[:2])
@@ -153,6 +246,11 @@ def _read_pdf(path: Path) -> ReadResult:
 
 
 def _decode(data: bytes, src: str, warnings: list[ReadIssue]) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 with its BOM ("Unicode" text on Windows)
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
     for encoding in ("utf-8", "utf-8-sig"):
         try:
             return data.decode(encoding)
@@ -197,9 +295,14 @@ class _TextExtractor(HTMLParser):
 
 
 def _read_text(path: Path, html: bool) -> ReadResult:
-    src = str(path)
+    src = source_name(path)
     warnings: list[ReadIssue] = []
-    text = _decode(path.read_bytes(), src, warnings)
+    data = path.read_bytes()
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        # Text never holds NUL; without this a binary file (a PDF saved as .txt) is indexed as
+        # pages of cp1252 noise.
+        return ReadIssue(source=src, reason="binary data, not text (NUL bytes in the first 8 KB)")
+    text = _decode(data, src, warnings)
     title: str | None = None
     if html:
         parser = _TextExtractor()
@@ -227,7 +330,7 @@ def _read_text(path: Path, html: bool) -> ReadResult:
 def _read_jsonl(path: Path) -> Iterator[ReadResult]:
     """One document a line: ``{"doc_id", "title"?, "text", "doi"?, "year"?, "source"?}``."""
     opener = gzip.open if _suffix(path) == ".jsonl.gz" else open
-    src = str(path)
+    src = source_name(path)
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -264,7 +367,7 @@ def _record(row: dict[str, Any], path: Path) -> Document:
         year=int(year) if isinstance(year, int | str) and str(year).isdigit() else None,
         doi=str(row["doi"]).lower().removeprefix("https://doi.org/") if row.get("doi") else None,
         venue=str(row["venue"]) if row.get("venue") else None,
-        source=str(row.get("source") or path.name),
+        source=str(row.get("source") or source_name(Path(path.name))),
         content_hash=_hash(text),
         abstract_only=bool(row.get("abstract_only", False)),
         n_pages=None,
@@ -272,9 +375,19 @@ def _record(row: dict[str, Any], path: Path) -> Document:
     return Document(paper=paper, pages=[Page(number=1, text=text)])
 
 
-def read_path(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> Iterator[ReadResult]:
-    """Read one file (a JSONL corpus yields many documents). Never raises for bad input."""
-    src = str(path)
+def read_path(
+    path: Path,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+    pdf_reader: Callable[[Path], ReadResult] | None = None,
+) -> Iterator[ReadResult]:
+    """Read one file (a JSONL corpus yields many documents). Never raises for bad input.
+
+    ``pdf_reader`` reads PDFs instead of :func:`read_pdf` in this process: a build passes one
+    from :func:`corpus.isolate.pdf_reader`, which bounds each file's time and memory. Text,
+    HTML and JSONL readers are linear in the file and stay in-process.
+    """
+    src = source_name(path)
     if not path.exists():
         yield ReadIssue(source=src, reason="no such file")
         return
@@ -293,14 +406,25 @@ def read_path(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> Iterator[ReadRe
         yield ReadIssue(source=src, reason=f"file too large ({size / 1e6:.0f} MB > {max_bytes / 1e6:.0f} MB)")
         return
     if suffix in {".jsonl", ".jsonl.gz"}:
-        yield from _read_jsonl(path)
+        for record in _read_jsonl(path):
+            yield _scrub(record) if isinstance(record, Document) else record
         return
     try:
-        result = _read_pdf(path) if suffix == ".pdf" else _read_text(path, html=suffix in {".html", ".htm"})
+        if suffix == ".pdf":
+            result = (pdf_reader or read_pdf)(path)
+        else:
+            result = _read_text(path, html=suffix in {".html", ".htm"})
     except OSError as exc:
         result = ReadIssue(source=src, reason=f"cannot read: {exc}")
+    except MemoryError:  # in-process only: an isolated reader turns it into its limit's reason
+        result = ReadIssue(source=src, reason="ran out of memory reading it")
     if isinstance(result, Document):
         result.paper.doc_id = result.paper.content_hash[:16]
+        _scrub(result)
+        if src != str(path):
+            result.warnings.append(
+                ReadIssue(source=src, reason="file name is not UTF-8; recorded with \\x escapes", fatal=False)
+            )
     yield result
 
 

@@ -8,6 +8,7 @@ Layout of an index directory (file names are fixed; names from outside never cho
     vectors.f32     raw float32 rows, the source of truth for the index
     faiss.index     derived; rebuilt from vectors.f32 whenever it is out of step
     write.lock      the pid of the last writer; an exclusive ``flock`` on it marks the writer now
+    shards/         a sharded build's finished shards, waiting to be merged (see corpus.shards)
 
 Commit protocol: append to the three data files, fsync, then replace ``manifest.json``
 atomically. The manifest records how many bytes of each file are committed, so bytes a crash
@@ -60,6 +61,9 @@ class Manifest(BaseModel):
     chunk_chars: int
     overlap_chars: int
     index_kind: IndexKind = "flat"
+    index_params: dict[str, int | None] = Field(
+        default_factory=dict, description="FAISS parameters (IVF-PQ lists, code size), fixed at creation."
+    )
     n_papers: int = 0
     n_chunks: int = 0
     bytes: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(_FILES, 0))
@@ -301,6 +305,7 @@ class Library:
         chunk_chars: int,
         overlap_chars: int,
         index_kind: IndexKind = "flat",
+        index_params: dict[str, int | None] | None = None,
         lock_timeout: float | None = None,
     ) -> Library:
         if not (root / "manifest.json").exists():
@@ -314,6 +319,7 @@ class Library:
                         chunk_chars=chunk_chars,
                         overlap_chars=overlap_chars,
                         index_kind=index_kind,
+                        index_params=dict(index_params or {}),
                     )
                     for name in _FILES:
                         (root / name).write_bytes(b"")
@@ -430,20 +436,25 @@ class Library:
 
     def index(self) -> VectorIndex:
         """The FAISS index, loaded if in step with the vectors, otherwise rebuilt and saved."""
-        if self._index is not None and self._index.ntotal == len(self.chunks):
+        n = len(self.chunks)
+        if self._index is not None and self._index.ntotal == n and not self._index.needs_rebuild(n):
+            self._index.exact = self.vectors
             return self._index
         path = self.root / "faiss.index"
-        kind = self.manifest.index_kind
+        m = self.manifest
         index: VectorIndex | None = None
         if path.exists():
             try:
-                index = VectorIndex.load(path, kind, self.manifest.dim)
+                index = VectorIndex.load(path, m.index_kind, m.dim, m.index_params)
             except RuntimeError:
                 index = None
-        if index is None or index.ntotal != len(self.chunks):
-            index = VectorIndex(self.manifest.dim, kind).build(self.vectors)
-            if len(self.chunks):
+        # An IVF-PQ index built while the library was small is exact search; past
+        # APPROXIMATE_MIN_ROWS it is rebuilt as IVF-PQ.
+        if index is None or index.ntotal != n or index.needs_rebuild(n):
+            index = VectorIndex.from_params(m.dim, m.index_kind, m.index_params).build(self.vectors)
+            if n:
                 _save_index_file(index, path)
+        index.exact = self.vectors  # IVF-PQ re-scores its candidates with the raw vectors
         self._index = index
         return index
 
@@ -515,6 +526,7 @@ class Library:
             "chunk_chars": m.chunk_chars,
             "overlap_chars": m.overlap_chars,
             "index_kind": m.index_kind,
+            **({"index_params": m.index_params} if m.index_kind != "flat" else {}),
             "format_version": m.format_version,
             "size_bytes": self.size_on_disk(),
             "abstract_only": sum(1 for p in self.papers if p.abstract_only),

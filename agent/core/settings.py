@@ -30,6 +30,7 @@ __all__ = [
     "EmbeddingSettings",
     "EndpointSettings",
     "EvidenceSettings",
+    "IndexSettings",
     "LLMSettings",
     "LocalModelSettings",
     "OnlineSettings",
@@ -86,6 +87,12 @@ class EndpointSettings(_Section):
         ge=1,
         description="Requests in flight to this api_base at once, counted across every role that "
         "uses it; None: the value another endpoint on the same URL gives, else llm.concurrency.",
+    )
+    json_mode: Literal["json_schema", "json_object"] = Field(
+        default="json_schema",
+        description="How a reply's JSON schema is sent: 'json_schema' is OpenAI's form (vLLM, TGI, "
+        "llama.cpp's llama-server); 'json_object' sends {type: json_object, schema}, the only form "
+        "llama-cpp-python's server accepts (it rejects the other with a 500).",
     )
 
     @field_validator("api_base")
@@ -222,6 +229,30 @@ class ChunkingSettings(_Section):
     overlap_chars: int = Field(default=200, ge=0, description="Overlap between chunks.")
 
 
+class IndexSettings(_Section):
+    """Limits on reading one file while indexing (see corpus/isolate.py).
+
+    A PDF is read in a worker process; one that runs past either limit is killed, the file is
+    reported as failed, and the build goes on. Measured on 2 CPU cores: the nine sample papers
+    take 0.3-2.1 s each and the worker's address space peaks at 76 MiB (56 MiB before any file);
+    a 20,000-page PDF takes 24-49 s and 159 MiB. Hostile files run into the limits: a 35 KB page
+    pypdf needs minutes for, 40 pages of 70 MB streams that would hold ~2.8 GB.
+    """
+
+    file_timeout_s: float | None = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds one PDF may take to read before it is skipped as hostile (a paper "
+        "takes 0.3-2 s, 20,000 short pages 24-49 s; ~1,000 pages of text fit). None: no limit.",
+    )
+    file_memory_mb: int | None = Field(
+        default=2048,
+        ge=256,
+        description="MiB of address space for the process that reads a PDF, interpreter included "
+        "(56 MiB; a paper peaks at ~76 MiB); a file that needs more is skipped. None: no limit.",
+    )
+
+
 class RetrievalSettings(_Section):
     top_k: int = Field(default=10, ge=1, description="Chunks retrieved per query.")
     paper_k: int = Field(default=10, ge=1, description="Papers paper_search adds per query.")
@@ -229,8 +260,33 @@ class RetrievalSettings(_Section):
         default=0.5, ge=0.0, le=1.0, description="Dense weight in BM25+dense fusion (0 = BM25)."
     )
     mmr_lambda: float | None = Field(default=None, description="MMR diversity trade-off; None disables MMR.")
-    index_kind: Literal["flat", "hnsw", "ivf"] = Field(
-        default="flat", description="FAISS index: exact inner product, or an approximate one."
+    index_kind: Literal["flat", "hnsw", "ivf", "ivfpq"] = Field(
+        default="flat",
+        description="FAISS index: exact inner product, or an approximate one; 'ivfpq' keeps "
+        "pq_m bytes per chunk (for 10M+ chunks). Fixed when an index is created.",
+    )
+    ivf_nlist: int | None = Field(
+        default=None,
+        ge=1,
+        description="IVF-PQ inverted lists; None: 4·√chunks (at most 65,536). Fixed at creation.",
+    )
+    ivf_nprobe: int = Field(
+        default=32, ge=1, description="IVF and IVF-PQ lists searched per query. Fixed at creation."
+    )
+    pq_m: int = Field(
+        default=48,
+        ge=1,
+        description="IVF-PQ bytes per chunk (sub-quantizers; the largest divisor of the dimension "
+        "up to this is used). Fixed at creation.",
+    )
+    pq_nbits: int = Field(
+        default=8, ge=4, le=12, description="IVF-PQ bits per sub-quantizer code. Fixed at creation."
+    )
+    pq_rerank: int = Field(
+        default=4,
+        ge=0,
+        description="IVF-PQ: re-score k x this many candidates exactly from the raw vectors (0: off). "
+        "Fixed at creation.",
     )
     index_lock_timeout_s: float | None = Field(
         default=None,
@@ -238,6 +294,20 @@ class RetrievalSettings(_Section):
         description="Seconds a write to an index waits while another process writes it, then fails "
         "(None: wait until it is done; 0: fail at once).",
     )
+
+    def index_params(self) -> dict[str, int | None]:
+        """The FAISS parameters an index records in its manifest when it is created.
+
+        Recorded, not read at search time: the index is rebuilt from ``vectors.f32`` whenever
+        its file is out of step, and a rebuild must make the same index.
+        """
+        return {
+            "nlist": self.ivf_nlist,
+            "nprobe": self.ivf_nprobe,
+            "pq_m": self.pq_m,
+            "pq_nbits": self.pq_nbits,
+            "rerank": self.pq_rerank,
+        }
 
 
 class EvidenceSettings(_Section):
@@ -294,6 +364,12 @@ class AgentSettings(_Section):
     max_regenerate_rounds: int = Field(
         default=1, ge=0, description="Regenerations after a failed citation check."
     )
+    rewrite_unsupported: bool = Field(
+        default=False,
+        description="Also rewrite a draft whose removed claims no offered passage supports; off: "
+        "only a fabricated or missing citation is rewritten, unsupported claims send the run to a "
+        "re-query (rewrites from the same passages rescued 0 of 8 drafts on covidqa-dev).",
+    )
 
 
 class OnlineSettings(_Section):
@@ -322,6 +398,7 @@ class Settings(_Section):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)

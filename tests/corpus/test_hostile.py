@@ -111,3 +111,56 @@ def test_unicode_line_separators_in_text_survive_a_reopen(tmp_path: Path, settin
     lib = Library.open(tmp_path / "idx")
     assert report.indexed == 1 and len(lib.chunks) == report.chunks
     assert "\u2028" in lib.chunks[0].text
+
+
+def test_names_and_text_json_cannot_hold_are_escaped_not_fatal(tmp_path: Path, settings: Settings) -> None:
+    # A Latin-1 file name on a UTF-8 system, and a JSON record with a lone surrogate escape:
+    # Python holds both as surrogates, which the library's UTF-8 JSON cannot store.
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    latin1_name = os.fsencode(papers) + b"/caf\xe9.md"
+    Path(os.fsdecode(latin1_name)).write_text("# Cafe study\n\n" + GOOD)
+    (papers / "records.jsonl").write_text(
+        '{"doc_id": "s:1", "title": "Half \\ud800 pair", "text": "Lone \\udfff surrogate, kinases 2019."}\n'
+        '{"doc_id": "s:2", "text": "A NUL \\u0000 inside a record about fins (2018)."}\n'
+    )
+    report = build_index([papers], tmp_path / "idx", settings)
+    assert report.indexed == 3 and not report.failed
+    lib = Library.open(tmp_path / "idx")
+    sources = sorted(p.source for p in lib.papers)
+    assert str(papers / "caf\\xe9.md") in sources
+    assert any("not UTF-8" in w.reason and "caf\\xe9" in w.source for w in report.warnings)
+    record = next(p for p in lib.papers if p.doc_id == "s:1")
+    assert record.title == "Half \ufffd pair"
+    assert any("Lone \ufffd surrogate" in c.text for c in lib.chunks)
+    report.model_dump_json()  # what `index build --json` prints
+
+
+def test_a_name_with_a_nul_byte_is_reported_not_raised(tmp_path: Path, settings: Settings) -> None:
+    # No file system holds such a name, but the Python API can be handed one.
+    report = build_index([tmp_path / "bad\x00name.pdf"], tmp_path / "idx", settings)
+    assert [(Path(i.source).name, i.reason) for i in report.failed] == [("bad\x00name.pdf", "no such file")]
+
+
+def test_binary_text_files_are_refused_and_utf16_is_read(tmp_path: Path, settings: Settings) -> None:
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "utf16.txt").write_bytes(("Zebrafish fins regrow, 2016. " * 8).encode("utf-16"))
+    report = build_index([tmp_path / "binary.txt", tmp_path / "utf16.txt"], tmp_path / "idx", settings)
+    assert [(Path(i.source).name, i.reason) for i in report.failed] == [
+        ("binary.txt", "binary data, not text (NUL bytes in the first 8 KB)")
+    ]
+    (paper,) = Library.open(tmp_path / "idx").papers
+    assert Path(paper.source).name == "utf16.txt" and not report.warnings
+
+
+def test_a_truncated_gzip_corpus_is_counted_and_reported(tmp_path: Path, settings: Settings) -> None:
+    import gzip
+
+    from corpus.build import count_documents
+
+    data = gzip.compress(b'{"doc_id": "a", "text": "Kinases in fins (2019)."}\n' * 100)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    assert count_documents([cut]) >= 1  # the progress bar's count does not raise
+    report = build_index([cut], tmp_path / "idx", settings)
+    assert report.failed[-1].reason.startswith("unreadable corpus file: EOFError")
