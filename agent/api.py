@@ -13,14 +13,14 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from agent.core.errors import ConfigError, ScholarloopError
 from agent.core.evidence import is_insufficient
-from agent.core.jsonl import json_objects, read_text
+from agent.core.jsonl import json_objects, read_text, resume_lines
 from agent.core.settings import Settings, load_settings
 from agent.core.state import INSUFFICIENT, Answer, RunState, Status
 from agent.llm.base import BaseLLM
@@ -28,17 +28,29 @@ from agent.llm.factory import resolve_role_llms
 from agent.loop import TOOLS, run_loop
 from agent.policy import LLMPolicy, PipelinePolicy, Policy
 from corpus.search import Filters, LocalSearch
-from corpus.store import Library
+from corpus.store import Library, write_atomic
 from tools.base import ToolContext
 
-__all__ = ["Session", "aask", "aask_many", "ask", "ask_many", "load_questions", "question_id"]
+__all__ = [
+    "Session",
+    "aask",
+    "aask_many",
+    "answer_item",
+    "answered",
+    "append_answer",
+    "ask",
+    "ask_many",
+    "library_for_papers",
+    "load_questions",
+    "question_id",
+]
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _library_for_papers(papers: Path, settings: Settings, quiet: bool = True) -> Path:
+def library_for_papers(papers: Path, settings: Settings, quiet: bool = True) -> Path:
     """Index a folder of papers once (and incrementally after), under the scholarloop home."""
     from corpus.build import build_index
 
@@ -76,7 +88,7 @@ class Session:
         if index is not None:
             root = Path(index)
         elif papers is not None:
-            root = _library_for_papers(Path(papers), settings)
+            root = library_for_papers(Path(papers), settings)
         else:
             root = settings.home / "index"
             if not (root / "manifest.json").exists() and not settings.online.enabled:
@@ -213,18 +225,54 @@ def load_questions(source: str | Path | Sequence[str | dict[str, Any]]) -> list[
     return [{"question": q} if isinstance(q, str) else dict(q) for q in source]
 
 
-def _done_ids(out: Path) -> dict[str, dict[str, Any]]:
-    done: dict[str, dict[str, Any]] = {}
-    if not out.exists():
-        return done
-    for line in out.read_text().splitlines():
+def answered(out: Path, retry: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The rows of a resume file that need no rerun, by id: a failed answer is tried again.
+
+    ``retry``: the ids this run asks (None: every id). Their failed rows are dropped from the
+    file, since the retry's row replaces them, and so are unreadable lines (a crash's torn last line, cut by
+    :func:`resume_lines`, or an older version's glued one) and rows repeated for one id: a
+    resumed batch ends with each question once, as an uninterrupted one does. The file is
+    rewritten atomically, and only when something is dropped.
+    """
+    lines = resume_lines(out)
+    rows: dict[str, tuple[bytes, bool]] = {}  # id -> (line, failed); the last good row wins
+    for line in lines:
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by a crash is simply redone
-        if row.get("status") != Status.failed.value and "id" in row:
-            done[row["id"]] = row
-    return done
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(row, dict) or "id" not in row:
+            continue
+        failed = row.get("status") == Status.failed.value
+        if not failed or rows.get(row["id"], (b"", True))[1]:
+            rows[row["id"]] = (line, failed)
+    keep = [
+        (qid, line, failed)
+        for qid, (line, failed) in rows.items()
+        if not (failed and (retry is None or qid in retry))
+    ]
+    if len(keep) != len(lines):
+        write_atomic(out, b"".join(line + b"\n" for _, line, _ in keep))
+    return {qid: json.loads(line) for qid, line, failed in keep if not failed}
+
+
+async def answer_item(session: Session, item: dict[str, Any]) -> Answer:
+    """One batch item's answer; any exception becomes a failed answer: one question never sinks a batch."""
+    try:
+        return await session.ask(item["question"], options=item.get("options"))
+    except (ScholarloopError, Exception) as exc:
+        return Answer(
+            question=item["question"], status=Status.failed, answer="", error=f"{type(exc).__name__}: {exc}"
+        )
+
+
+def append_answer(out: Path, qid: str, answer: Answer) -> None:
+    """One line of the resume file, on disk before the next is written (a crash loses no answer)."""
+    line = json.dumps({"id": qid, **answer.model_dump(mode="json")}) + "\n"
+    with out.open("a") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 async def aask_many(
@@ -238,24 +286,45 @@ async def aask_many(
     index: str | Path | None = None,
     online: bool = False,
     settings: Settings | None = None,
+    ray: str | None = None,
+    workers: int = 2,
     **overrides: Any,
 ) -> list[Answer]:
     """Answer many questions; input order kept, failures isolated.
 
     Args:
         questions: strings, dicts with ``question`` (and ``id``, ``options``), or a .txt/.jsonl file.
-        concurrency: questions in flight at once.
+        concurrency: questions in flight at once (on each worker, with ``ray``).
         out: a JSONL file to append each answer to as it finishes; ``None`` writes nothing.
             A rerun with the same ``out`` skips questions already answered there (resume after a
             crash or Ctrl-C); answers that failed are tried again.
         session: a :class:`Session` to reuse; otherwise one is made from the arguments below.
         progress: show a progress bar.
         papers, index, online, settings, overrides: as for :func:`ask`.
+        ray: run the questions on Ray (``pip install "scholarloop[ray]"``): ``"local"`` starts a
+            Ray instance on this machine, anything else is an address to connect to (``"auto"``,
+            ``"HOST:6379"``, ``"ray://HOST:10001"``). Each worker builds its own session, so pass
+            ``papers``/``index``/``settings`` rather than ``session``; see :mod:`agent.distributed`.
+        workers: Ray worker actors (with ``ray``), each with ``concurrency`` questions in flight.
     """
     items = load_questions(questions)
+    if ray is not None:
+        from agent.distributed import SessionRecipe, aask_many_on_ray
+
+        if session is not None:
+            raise ConfigError(
+                "a Session holds loaded models and cannot be sent to Ray workers: pass papers=, index= "
+                "and settings= instead, and each worker builds its own"
+            )
+        recipe = SessionRecipe.resolve(
+            papers=papers, index=index, online=online, settings=settings, **overrides
+        )
+        return await aask_many_on_ray(
+            items, recipe, address=ray, workers=workers, concurrency=concurrency, out=out, progress=progress
+        )
     session = session or Session(papers=papers, index=index, online=online, settings=settings, **overrides)
     out_path = Path(out) if out is not None else None
-    done = _done_ids(out_path) if out_path else {}
+    done = answered(out_path, {question_id(item) for item in items}) if out_path else {}
     results: list[Answer | None] = [None] * len(items)
     lock = asyncio.Lock()
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -273,23 +342,11 @@ async def aask_many(
                 bar.advance(task)
                 return
             async with sem:
-                try:
-                    answer = await session.ask(item["question"], options=item.get("options"))
-                except (ScholarloopError, Exception) as exc:  # one question never sinks the batch
-                    answer = Answer(
-                        question=item["question"],
-                        status=Status.failed,
-                        answer="",
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
+                answer = await answer_item(session, item)
             results[i] = answer
             if out_path is not None:
-                line = json.dumps({"id": qid, **answer.model_dump(mode="json")}) + "\n"
                 async with lock:
-                    with out_path.open("a") as fh:
-                        fh.write(line)
-                        fh.flush()
-                        os.fsync(fh.fileno())
+                    append_answer(out_path, qid, answer)
             bar.advance(task)
 
         await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))

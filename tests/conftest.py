@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ import pytest
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["DISABLE_AIOHTTP_TRANSPORT"] = "True"
+# One token for every local Ray instance the tests start: Ray then writes none to ~/.ray, and it
+# keeps the first token it sees for the whole process, so per-test tokens would lock out the next.
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(16))
 for _var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "S2_API_KEY", "SCHOLARLOOP_CONFIG"):
     os.environ.pop(_var, None)
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from agent.cli.distributed import ray_options
 from agent.cli.output import console, spinner
 
 __all__ = ["StepDisplay", "ask_command", "batch_command"]
@@ -144,7 +145,12 @@ def ask_command(
     default=Path("answers.jsonl"),
     show_default=True,
 )
-@click.option("--concurrency", default=1, show_default=True, help="Questions in flight at once.")
+@click.option(
+    "--concurrency",
+    default=1,
+    show_default=True,
+    help="Questions in flight at once (on each worker, with --ray).",
+)
 @click.option(
     "--papers", type=click.Path(path_type=Path, exists=True), help="Folder of papers to answer from."
 )
@@ -152,6 +158,7 @@ def ask_command(
     "--index", type=click.Path(path_type=Path, file_okay=False), help="Index built with `index build`."
 )
 @click.option("--online", is_flag=True, help="Also search Semantic Scholar and Crossref.")
+@ray_options
 @click.pass_obj
 def batch_command(
     obj: Any,
@@ -161,6 +168,8 @@ def batch_command(
     papers: Path | None,
     index: Path | None,
     online: bool,
+    ray_address: str | None,
+    workers: int,
 ) -> None:
     """Answer every question in a .txt (one a line) or .jsonl file (gzipped too); rerun to resume.
 
@@ -169,8 +178,29 @@ def batch_command(
     from agent.api import ask_many, load_questions
 
     load_questions(questions)  # a malformed file fails here, before models load
-    session = _session(obj, papers, index, online)
-    answers = ask_many(questions, session=session, out=out, concurrency=concurrency, progress=not obj.silent)
+    if ray_address is not None:  # each worker opens the library and loads the models itself
+        if papers is not None and index is None:  # indexed here, once, not by every worker
+            from agent.api import library_for_papers
+
+            settings = obj.settings
+            with spinner(console(silent=obj.silent), f"indexing {papers}…"):
+                index = library_for_papers(papers, settings)
+        answers = ask_many(
+            questions,
+            index=index,
+            online=online,
+            settings=obj.settings,
+            out=out,
+            concurrency=concurrency,
+            progress=not obj.silent,
+            ray=ray_address,
+            workers=workers,
+        )
+    else:
+        session = _session(obj, papers, index, online)
+        answers = ask_many(
+            questions, session=session, out=out, concurrency=concurrency, progress=not obj.silent
+        )
     counts: dict[str, int] = {}
     for a in answers:
         counts[a.status.value] = counts.get(a.status.value, 0) + 1

@@ -19,17 +19,22 @@ import click
 
 from agent.bench.grading import BenchQuestion, Graded, row_key
 from agent.cli.corpus import build_with_progress
+from agent.cli.distributed import ray_options
 from agent.cli.output import console, progress_bar, repeat_hint, spinner
 from agent.core.errors import ScholarloopError
+from agent.core.jsonl import resume_lines
 from agent.core.state import Answer, Status
 
 __all__ = [
     "BenchSystem",
     "ScholarloopSystem",
     "bench_command",
+    "bench_meta",
     "check_sets",
     "doi_index",
     "gold_documents",
+    "grade_one",
+    "load_graded",
     "run_bench",
 ]
 
@@ -85,15 +90,19 @@ class ScholarloopSystem:
         return result
 
 
-def _load_done(path: Path) -> dict[str, Graded]:
+def load_graded(path: Path) -> dict[str, Graded]:
+    """The graded rows of a run's questions.jsonl, by resume key (:func:`row_key`).
+
+    A last line a crash tore is cut from the file (:func:`resume_lines`), so the rows appended
+    next are whole lines and the question it held is graded once more, not twice.
+    """
     done: dict[str, Graded] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                g = Graded.model_validate_json(line)
-            except ValueError:
-                continue  # a line torn by a crash is redone
-            done[g.key] = g
+    for line in resume_lines(path):
+        try:
+            g = Graded.model_validate_json(line)
+        except ValueError:
+            continue  # an older version's glued line: its question is redone
+        done[g.key] = g
     return done
 
 
@@ -116,7 +125,7 @@ async def run_bench(
 
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "questions.jsonl"
-    done = _load_done(results_path)
+    done = load_graded(results_path)
     by_doi = doi_index(session.library)
     systems = list(systems) if systems else [ScholarloopSystem(session)]
     rows: list[Graded] = []
@@ -133,7 +142,7 @@ async def run_bench(
                     for system in systems:
                         graded = done.get(row_key(system.name, name, q.id, repeat))
                         if graded is None:
-                            graded = await _one(
+                            graded = await grade_one(
                                 system, session, by_doi, q, seed + repeat, withhold, free_text
                             )
                             graded = graded.model_copy(
@@ -150,17 +159,21 @@ async def run_bench(
                         bar.update(task, advance=1, description=f"{name} acc {accs}")
             for got in mine.values():
                 rows += got
-    meta = {
+    return write_report(out, rows, bench_meta(session.settings, seed, repeats, withhold, free_text))
+
+
+def bench_meta(settings: Any, seed: int, repeats: int, withhold: bool, free_text: bool) -> dict[str, Any]:
+    """What a report says about how it was run (the local and the Ray runs say the same)."""
+    return {
         "seed": seed,
         "repeats": repeats,
         "withhold_sources": withhold,
         "free_text": free_text,
-        "settings": session.settings.preset,
+        "settings": settings.preset,
     }
-    return write_report(out, rows, meta)
 
 
-async def _one(
+async def grade_one(
     system: BenchSystem,
     session: Any,
     by_doi: dict[str, set[str]],
@@ -272,6 +285,7 @@ def default_bench_index(home: Path, corpus: Sequence[Path]) -> Path:
     "a judge's verdict, right paper cited) and the RAGAS four.",
 )
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True)
+@ray_options
 @click.pass_obj
 def bench_command(
     obj: Any,
@@ -285,6 +299,8 @@ def bench_command(
     system_names: tuple[str, ...],
     free_text: bool,
     out: Path,
+    ray_address: str | None,
+    workers: int,
 ) -> None:
     """Benchmark on LitQA2-style multiple-choice SETS; rerun with the same --out to resume.
 
@@ -294,13 +310,35 @@ def bench_command(
     from contextlib import ExitStack
 
     from agent.api import Session
-    from agent.bench.report import side_by_side
 
     settings = obj.settings
     check_sets(click.get_current_context(), sets)  # before the index build, which can take minutes
+    if ray_address is not None and system_names != ("scholarloop",):
+        raise click.UsageError("--ray runs the scholarloop system only; leave out --system paperqa")
     if corpus:
         index = index or default_bench_index(settings.home, corpus)
         build_with_progress(list(corpus), index, settings, silent=obj.silent)
+    if ray_address is not None:
+        from agent.cli.distributed import run_bench_on_ray
+        from agent.distributed import SessionRecipe
+
+        report = asyncio.run(
+            run_bench_on_ray(
+                list(sets),
+                SessionRecipe.resolve(index=index, settings=settings),
+                out,
+                limit=limit,
+                seed=seed,
+                withhold=withhold_sources,
+                repeats=repeats,
+                free_text=free_text,
+                progress=not obj.silent,
+                address=ray_address,
+                workers=workers,
+            )
+        )
+        _print_report(obj, report, out)
+        return
     with spinner(console(silent=obj.silent), "opening the index and loading models…"):
         session = Session(index=index, settings=settings)
     with ExitStack() as stack:
@@ -320,6 +358,12 @@ def bench_command(
                 progress=not obj.silent,
             )
         )
+    _print_report(obj, report, out)
+
+
+def _print_report(obj: Any, report: dict[str, Any], out: Path) -> None:
+    from agent.bench.report import side_by_side
+
     if obj.as_json:
         click.echo(json.dumps(report, indent=2))
     else:

@@ -1,21 +1,25 @@
-"""Reading a user's line-oriented file (question sets, batch questions): text or gzip, JSON lines.
+"""Line-oriented files: a user's (question sets, batch questions) and the runs' own resume files.
 
 A file given on the command line may be anything: a gzipped corpus, a binary, a JSON array.
 Each problem becomes one :class:`ConfigError` naming the file (and line) and the format the
 caller expected, instead of a decoding error from deep inside a run.
+
+A resume file (batch answers, a benchmark's ``questions.jsonl``) is appended one whole line at
+a time, so the only damage a crash can do is a torn *last* line: :func:`resume_lines` cuts it.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agent.core.errors import ConfigError
 
-__all__ = ["json_objects", "read_text"]
+__all__ = ["json_objects", "read_text", "resume_lines"]
 
 
 def read_text(path: Path, expected: str) -> str:
@@ -50,3 +54,23 @@ def json_objects(path: Path, text: str, expected: str) -> Iterator[tuple[int, di
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{n}: a JSON {type(row).__name__}, not an object; {expected}")
         yield n, row
+
+
+def resume_lines(path: Path) -> list[bytes]:
+    """The whole lines of a resume file, after cutting from the file a last line with no newline.
+
+    That line is an append a crash interrupted; its record is redone. Left in the file, the
+    next append would be glued to it and a good record would become one unreadable line. Split
+    on ``\\n`` only: ``str.splitlines()`` also splits at U+2028 and U+0085, which
+    pydantic's JSON writes unescaped and PDF text does contain, tearing a whole record in two.
+    """
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return data[:end].split(b"\n")[:-1]

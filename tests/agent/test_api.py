@@ -51,7 +51,40 @@ async def test_a_failed_answer_is_retried_on_resume(
     fixed = make_session(index_dir, settings)
     answers = await aask_many([Q, BROKEN], session=fixed, out=out, progress=False)
     assert [a.status for a in answers] == [Status.answered, Status.answered]
-    assert len(out.read_text().splitlines()) == 3  # the failure stays on record; the retry is appended
+    # the retry replaces the failure: one line per question, as an uninterrupted batch leaves
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["question"] for r in rows) == sorted([Q, BROKEN])
+    assert {r["status"] for r in rows} == {"answered"}
+
+
+async def test_a_failure_of_a_question_not_asked_again_stays_on_record(
+    index_dir: Path, settings: Settings, tmp_path: Path
+) -> None:
+    out = tmp_path / "answers.jsonl"
+    broken = make_session(index_dir, settings, summary=summary_that_breaks_on(BROKEN))
+    await aask_many([BROKEN], session=broken, out=out, progress=False)
+    await aask_many([Q], session=make_session(index_dir, settings), out=out, progress=False)
+    statuses = {r["question"]: r["status"] for r in map(json.loads, out.read_text().splitlines())}
+    assert statuses == {BROKEN: "failed", Q: "answered"}
+
+
+async def test_a_resume_after_a_torn_append_leaves_each_question_once(
+    index_dir: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """A kill in the middle of an append leaves a line without its newline: it is cut and redone."""
+    out = tmp_path / "answers.jsonl"
+    session = make_session(index_dir, settings)
+    questions = [Q, "EGFR T790M resistance?", "TP53 apoptosis?"]
+    await aask_many(questions[:2], session=session, out=out, progress=False)
+    whole = out.read_bytes()
+    second = whole.split(b"\n")[1]
+    out.write_bytes(whole[: len(whole) - len(second) - 1] + second[: len(second) // 2])
+    answers = await aask_many(questions, session=session, out=out, progress=False)
+    assert [a.question for a in answers] == questions
+    text = out.read_text()
+    assert text.endswith("\n")
+    rows = [json.loads(line) for line in text.splitlines()]  # every line whole
+    assert sorted(r["question"] for r in rows) == sorted(questions)
 
 
 async def test_a_batch_writes_nothing_unless_told(
