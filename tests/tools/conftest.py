@@ -65,6 +65,8 @@ def settings() -> Settings:
 def keyword_summary(req: Request) -> dict[str, object]:
     """Scores a passage by the words it shares with the question, quoting its first sentence."""
     passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0]
+    if passage.startswith("\nTitle: "):  # the paper's title is fenced with its text; quote the text
+        passage = passage.split("\n\n", 1)[1]
     score = 9 if "T790M" in passage else 6 if "TP53" in passage else 1
     first = next(s for s in passage.replace("\n", " ").split(". ") if len(s) > 30)
     return {"summary": first[:120], "score": score, "quote": first.strip() + "."}

@@ -4,6 +4,7 @@ from collections.abc import Callable
 import pytest
 
 from agent.core.evidence import offered_evidence, quote_in
+from agent.core.prompts import REDACTED
 from agent.core.settings import Settings, load_settings
 from agent.core.state import INSUFFICIENT, Claim, Verdict
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM
@@ -164,7 +165,7 @@ async def test_injected_instructions_do_not_change_what_is_cited(
 
     def rates_injection_high(req: Request) -> object:
         out = keyword_summary(req)
-        if "IGNORE PREVIOUS" in req.messages[-1].content:
+        if "Kinase resistance is a broad topic" in req.messages[-1].content:  # the injected passage
             out["score"] = 7
         return out
 
@@ -175,9 +176,11 @@ async def test_injected_instructions_do_not_change_what_is_cited(
     assert any("IGNORE PREVIOUS" in e.text for e in ctx.state.evidence.values())
     await generate_answer(ctx)
     await verify_citations(ctx)
-    # the injected text reached the model only inside a passage fence, with its closing tag defused
+    # the injected orders reached the model only as the redaction's marker, inside a passage fence
+    # with its closing tag defused (tests/tools/test_injection.py checks the fence on its own)
     prompt = seen[0]
-    injected_at = prompt.index("IGNORE PREVIOUS")
+    assert "IGNORE PREVIOUS" not in prompt and "Smith2023" not in prompt
+    injected_at = prompt.index(REDACTED)
     assert prompt.rfind("<passage>", 0, injected_at) > prompt.rfind("</passage>", 0, injected_at)
     assert prompt.count("</passage>") == prompt.count("<passage>")
     assert all(k in ctx.state.evidence for c in ctx.state.claims for k in c.citations)
