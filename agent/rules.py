@@ -4,8 +4,8 @@ A policy (the fixed pipeline or the agent model) only proposes the next tool. Th
 plain code, so they hold the same with a 1.5B local model and a frontier model:
 
 * **forced steps**, taken before the policy is asked: an unverified draft is verified; a
-  citation check that removed claims has the draft rewritten with them as feedback, at most
-  ``agent.max_regenerate_rounds`` times;
+  citation check that removed claims a rewrite can fix (a fabricated or missing citation) has
+  the draft rewritten with them as feedback, at most ``agent.max_regenerate_rounds`` times;
 * **re-query**: while the evidence gate has failed, or the citation check left no claim
   standing, an answer or an end the policy proposes becomes a search with a reformulated
   query, at most ``agent.max_requery_rounds`` times. Every search after the first is a round
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from agent.core.evidence import offered_evidence
 from agent.core.settings import Settings
+from agent.core.state import Verdict, VerificationReport
 from agent.policy import Action
 from corpus.search import tokenize
 from tools.base import ToolContext
@@ -81,10 +82,24 @@ class Rulebook:
 
     max_requery_rounds: int
     max_regenerate_rounds: int
+    rewrite_unsupported: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Rulebook:
-        return cls(settings.agent.max_requery_rounds, settings.agent.max_regenerate_rounds)
+        a = settings.agent
+        return cls(a.max_requery_rounds, a.max_regenerate_rounds, a.rewrite_unsupported)
+
+    def rewritable(self, report: VerificationReport) -> bool:
+        """Can a rewrite from the same passages fix the removed claims?
+
+        A fabricated key or a claim without citations is the draft's fault, and a rewrite told so
+        can fix it. A claim the judge found no offered passage supporting is the evidence's
+        fault: on covidqa-dev a rewrite from the same passages never produced a supported claim
+        (0 of 8) and once lost the one claim that had passed, so by default the run re-queries.
+        """
+        if self.rewrite_unsupported:
+            return True
+        return any(c.verdict is Verdict.fabricated or not c.citations for c in report.removed_claims)
 
     def forced(self, ctx: ToolContext) -> Action | None:
         """The step that must run next, before the policy is asked; None when nothing is forced."""
@@ -97,6 +112,7 @@ class Rulebook:
             and report is not None
             and report.needs_regeneration
             and report.removed_claims
+            and self.rewritable(report)
             and progress.regenerations < self.max_regenerate_rounds
             and not state.options  # feedback reaches free text only; a pick changes with new evidence
         ):

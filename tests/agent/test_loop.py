@@ -69,10 +69,13 @@ async def test_gate_never_passes_gives_insufficient_evidence(index_dir: Path, se
 
 
 async def test_citation_check_fails_then_regeneration_passes(index_dir: Path, settings: Settings) -> None:
+    """A draft citing a key nothing was retrieved under is rewritten with the failure as feedback."""
     drafts = iter(
         [
             lambda key: {
-                "claims": [{"text": "Aspirin cures lung cancer.", "citations": [key], "quote": ""}],
+                "claims": [
+                    {"text": "Aspirin cures lung cancer.", "citations": ["Nowhere2020 p. 1"], "quote": ""}
+                ],
                 "summary": "",
                 "limitations": "",
             },
@@ -97,6 +100,30 @@ async def test_citation_check_fails_then_regeneration_passes(index_dir: Path, se
     assert tools[-4:] == ["generate_answer", "verify_citations", "generate_answer", "verify_citations"]
     assert result.status == Status.answered and "Osimertinib" in result.answer
     assert "Aspirin" not in result.answer
+
+
+async def test_a_draft_no_passage_supports_is_not_rewritten_from_the_same_passages(
+    index_dir: Path, settings: Settings
+) -> None:
+    """Unsupported by every offered passage: the run searches again instead of rewriting."""
+
+    def answer(req: Request) -> object:
+        key = next(
+            line[1 : line.index("]")]
+            for line in req.messages[-1].content.splitlines()
+            if line.startswith("[")
+        )
+        return {
+            "claims": [{"text": "Aspirin cures lung cancer.", "citations": [key], "quote": ""}],
+            "summary": "",
+            "limitations": "",
+        }
+
+    result = await make_session(index_dir, settings, answer=FunctionLLM(answer)).ask(Q)
+    tools = [s.tool for s in result.trace]
+    first_check = tools.index("verify_citations")
+    assert tools[first_check + 1] == "paper_search"
+    assert result.status == Status.insufficient_evidence and "Aspirin" not in result.answer
 
 
 async def test_a_re_search_that_finds_nothing_new_does_not_answer_again(
@@ -166,7 +193,7 @@ async def test_truncation_keeps_the_best_verified_answer(index_dir: Path, settin
         return {"claims": [bad], "summary": "", "limitations": ""}
 
     # search, gather, answer, verify, regenerate: the budget stops the run before the new draft is verified
-    capped = settings.with_overrides(agent={"max_steps": 5})
+    capped = settings.with_overrides(agent={"max_steps": 5, "rewrite_unsupported": True})
     result = await make_session(index_dir, capped, answer=FunctionLLM(answer)).ask(Q)
     assert [s.tool for s in result.trace][-2:] == ["verify_citations", "generate_answer"]
     assert result.status == Status.truncated and "step budget" in (result.error or "")

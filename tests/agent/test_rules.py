@@ -26,9 +26,11 @@ def failed_gate() -> GateResult:
     return GateResult(passed=False, pieces=0, papers=0, reason="no passage scored ≥ 5")
 
 
-def dropped(text: str = "Aspirin cures lung cancer.") -> VerificationReport:
+def dropped(
+    text: str = "Aspirin cures lung cancer.", verdict: Verdict = Verdict.fabricated
+) -> VerificationReport:
     """A citation check that removed the draft's one claim: regenerate, else search again."""
-    claim = Claim(text=text, verdict=Verdict.unsupported)
+    claim = Claim(text=text, citations=["Nowhere2020 p. 1"], verdict=verdict)
     return VerificationReport(removed_claims=[claim], needs_regeneration=True, needs_more_evidence=True)
 
 
@@ -59,10 +61,24 @@ def test_a_failed_citation_check_regenerates_within_its_bound(settings: Settings
     ctx.state.progress.answered = ctx.state.progress.verified = True
     forced = rules.forced(ctx)
     assert forced is not None and forced.tool == "generate_answer"
-    assert forced.arguments == {"feedback": "- unsupported: Aspirin cures lung cancer."}
+    assert forced.arguments == {"feedback": "- fabricated: Aspirin cures lung cancer."}
     rules.begin(ctx, forced)
     assert ctx.state.progress.regenerations == 1
     assert rules.forced(ctx) is None  # max_regenerate_rounds = 1: spent, even if the draft failed
+
+
+def test_a_claim_no_passage_supports_sends_the_run_to_search_not_to_a_rewrite(
+    settings: Settings, rules: Rulebook
+) -> None:
+    ctx = make_ctx(settings, report=dropped(verdict=Verdict.unsupported), queries_tried=[Q])
+    ctx.state.progress.answered = ctx.state.progress.verified = True
+    assert rules.forced(ctx) is None
+    requery = rules.check(ctx, None)
+    assert requery is not None and requery.tool == "paper_search"
+    # the rewrite is still there for whoever sets agent.rewrite_unsupported
+    rewriting = Rulebook.from_settings(settings.with_overrides(agent={"rewrite_unsupported": True}))
+    forced = rewriting.forced(ctx)
+    assert forced is not None and forced.tool == "generate_answer"
 
 
 def test_a_multiple_choice_pick_is_not_regenerated(settings: Settings, rules: Rulebook) -> None:
@@ -183,4 +199,6 @@ def test_reformulate_never_repeats_a_query(settings: Settings) -> None:
 
 def test_limits_come_from_the_settings(settings: Settings) -> None:
     capped = settings.with_overrides(agent={"max_requery_rounds": 0, "max_regenerate_rounds": 3})
-    assert Rulebook.from_settings(capped) == Rulebook(max_requery_rounds=0, max_regenerate_rounds=3)
+    assert Rulebook.from_settings(capped) == Rulebook(
+        max_requery_rounds=0, max_regenerate_rounds=3, rewrite_unsupported=False
+    )
