@@ -113,7 +113,9 @@ def _served_llm(
                 f"the endpoint {endpoint.api_base}", [endpoint.api_key_env], endpoint.model
             )
     common["concurrency"] = settings.llm.endpoint_concurrency(endpoint.api_base)
-    return LiteLLM(endpoint.model, api_base=endpoint.api_base, api_key=api_key, **common)
+    return LiteLLM(
+        endpoint.model, api_base=endpoint.api_base, api_key=api_key, json_mode=endpoint.json_mode, **common
+    )
 
 
 def resolve_llm(

@@ -95,11 +95,18 @@ class LiteLLM(BaseLLM):
     provider = "litellm"
 
     def __init__(
-        self, model: str, *, api_base: str | None = None, api_key: str | None = None, **kw: Any
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        json_mode: str = "json_schema",
+        **kw: Any,
     ) -> None:
         super().__init__(model, **kw)
         self.api_base = api_base
         self.api_key = api_key
+        self.json_mode = json_mode
         if api_key is not None:
             # its variable may be named anything (LLAMA_AUTH): the name rule would miss it
             self._credentials = (api_key,)
@@ -203,7 +210,10 @@ class LiteLLM(BaseLLM):
                 }
                 for t in tools
             ]
-        if json_schema is not None:
+        if json_schema is not None and self.json_mode == "json_object":
+            # llama-cpp-python's server: its own form, compiled to a grammar like in-process
+            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        elif json_schema is not None:
             kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "response", "schema": json_schema},
@@ -245,13 +255,20 @@ class LiteLLM(BaseLLM):
                 logprobs=True,
                 top_logprobs=5,
             )
-            content = resp.choices[0].logprobs["content"][0]["top_logprobs"]
+            content = _field(_field(resp.choices[0].logprobs, "content")[0], "top_logprobs")
         except (ServiceError, AttributeError, IndexError, KeyError, TypeError):
             # no logprobs (or the request failed): ask for a one-word answer instead
             return await super()._score_yes(messages)
         import math
 
-        yes = sum(math.exp(t["logprob"]) for t in content if t["token"].strip().lower() == "yes")
-        no = sum(math.exp(t["logprob"]) for t in content if t["token"].strip().lower() == "no")
+        # litellm hands back objects (TopLogprob) from a real server, dicts from some providers
+        top = [(_field(t, "token"), float(_field(t, "logprob"))) for t in content]
+        yes = sum(math.exp(lp) for token, lp in top if str(token).strip().lower() == "yes")
+        no = sum(math.exp(lp) for token, lp in top if str(token).strip().lower() == "no")
         p = yes / (yes + no) if yes + no > 0 else 0.5
         return YesNoScore(p_yes=p, usage=self._usage(resp, timer.elapsed), method="logprobs")
+
+
+def _field(item: Any, name: str) -> Any:
+    """``item.name`` or ``item[name]``: litellm's logprobs are objects or dicts by provider."""
+    return item[name] if isinstance(item, dict) else getattr(item, name)

@@ -26,7 +26,7 @@ from typing import Any
 
 __all__ = ["Fault", "FaultServer", "Recorded", "completion_body", "running_fault_server"]
 
-# {"kind": K, …}: ok (content, finish_reason) · hang (seconds) · status (code, headers, message,
+# {"kind": K, …}: ok (content, finish_reason, top_logprobs) · hang (seconds) · status (code, headers, message,
 # echo_key) · bad_json · drop
 Fault = dict[str, Any]
 Route = Callable[[dict[str, Any]], Fault]
@@ -124,7 +124,12 @@ class _Handler(BaseHTTPRequestHandler):
         kind = fault["kind"]
         if kind == "ok":
             content = str(fault.get("content", "ok"))
-            self._json(200, completion_body(content, finish_reason=fault.get("finish_reason", "stop")))
+            body = completion_body(content, finish_reason=fault.get("finish_reason", "stop"))
+            if "top_logprobs" in fault:  # {token: logprob} for the first token, as OpenAI sends them
+                top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in fault["top_logprobs"].items()]
+                first = {**top[0], "top_logprobs": top}
+                body["choices"][0]["logprobs"] = {"content": [first]}
+            self._json(200, body)
         elif kind == "hang":
             # longer than any client timeout in the tests; shutdown releases it early
             state.released.wait(fault.get("seconds", 30.0))

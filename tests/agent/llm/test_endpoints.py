@@ -308,3 +308,31 @@ def test_the_served_page_documents_every_endpoint_field() -> None:
     page = (REPO / "docs" / "served.md").read_text()
     for name in EndpointSettings.model_fields:
         assert f"| `{name}` |" in page, f"docs/served.md does not describe {name}"
+
+
+async def test_json_object_mode_sends_the_schema_the_way_llama_cpp_python_takes_it() -> None:
+    """llama-cpp-python's server rejects response_format type json_schema with a 500 (found
+    against the real server); json_mode = "json_object" sends its own form."""
+    schema = {"type": "object", "properties": {"choice": {"type": "string"}}, "required": ["choice"]}
+    with (
+        running_fault_server({"kind": "ok", "content": '{"choice": "A"}'}) as srv,
+        switch.allow_model_requests(),
+    ):
+        llm = resolve_role_llms(settings_with(default=endpoint(srv.api_base, json_mode="json_object")))[
+            "answer"
+        ]
+        completion = await llm.complete([Message.user("pick")], json_schema=schema)
+        assert completion.json() == {"choice": "A"}
+        assert srv.requests[0].body["response_format"] == {"type": "json_object", "schema": schema}
+    assert load_settings("served", environ={}).llm.endpoints["default"].json_mode == "json_object"
+
+
+async def test_the_judge_reads_yes_and_no_from_a_servers_top_logprobs() -> None:
+    """litellm turns a real server's logprobs into objects, not dicts: both must be read."""
+    fault = {"kind": "ok", "content": "Yes", "top_logprobs": {"Yes": -0.2231, "No": -1.6094, "The": -5.0}}
+    with running_fault_server(fault) as srv, switch.allow_model_requests():
+        judge = resolve_role_llms(settings_with(default=endpoint(srv.api_base)))["judge"]
+        score = await judge.score_yes([Message.user("Is the sky blue? Yes or No.")])
+    assert score.method == "logprobs"
+    assert score.p_yes == pytest.approx(0.8 / (0.8 + 0.2), abs=1e-3)
+    assert srv.requests[0].body["logprobs"] is True and srv.requests[0].body["max_tokens"] == 1
