@@ -8,15 +8,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 DATA ?= ../shared/data
 QUESTION ?= How many papers does the S2ORC corpus contain, and how many have full text?
 
-.PHONY: install demo doctor test lint typecheck pytest docs docs-cli bench-local bench-litqa2 bench-side-by-side bench-crash bench-freeform clean
+.PHONY: install demo doctor test lint typecheck pytest docs docs-cli bench-local bench-litqa2 bench-side-by-side bench-crash bench-injection bench-hostile bench-freeform clean
 
 $(PY):
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # llama-cpp-python compiles from source the first time (~9 min on 2 cores); pip caches the wheel.
+# The ray extra is a prebuilt wheel (~15 s) and lets `make test` run the Ray batch tests.
 install: $(PY)
-	$(BIN)/pip install -q -e ".[offline,bench,dev,serve]"
+	$(BIN)/pip install -q -e ".[offline,bench,dev,serve,ray]"
 
 # Installs the offline stack, then answers a real question over the demo PDFs, offline.
 demo: install
@@ -50,10 +51,23 @@ docs: docs-cli
 bench-local:
 	$(PY) benchmarks/local_overhead.py
 
-# SIGKILL `scholarloop index build` at every write step and at 60 random moments, restart each
-# time, and check the index equals an uninterrupted build (~5 min on 2 cores; hash embedder).
+# SIGKILL `scholarloop index build` (every write step, 60 random moments), `batch` and `bench`
+# (25 kills each, SmolLM2 for every role), restart each time, and check the output equals an
+# uninterrupted run's (index ~5 min on 2 cores; batch and bench side by side, see benchmarks/README).
 bench-crash:
-	$(PY) benchmarks/crash_harness.py --docs 300 --kills 60 --seed 0 --out bench-out/crash.json
+	$(PY) benchmarks/crash_harness.py --docs 300 --kills 60 --questions 4 --batch-kills 25 --bench-kills 25 \
+		--parallel --seed 0 --out bench-out/crash.json
+
+# `scholarloop index build` over ~40 generated hostile files (bombs, loops, 20,000 pages, bad
+# names, links out) beside good ones: each must be reported with its reason or indexed, under
+# the default per-file limits (~4 min on 2 cores, most of it those limits running out).
+bench-hostile:
+	$(PY) benchmarks/hostile.py --out bench-out/hostile.json
+
+# Prompt injection (issue #16): 18 attacks in passages, each run clean and attacked through
+# gather -> answer -> verify with the configured models (1-4 min a run with the local Qwen on 2 busy cores).
+bench-injection:
+	$(PY) benchmarks/injection.py --out bench-out/injection.json
 
 # The mixed corpus: LitQA2 key passages among PubMedQA and SciFact abstracts (6,377 documents).
 MIXED = --corpus $(DATA)/corpus/litqa2-passages.jsonl --corpus $(DATA)/corpus/pubmedqa-abstracts.jsonl.gz \
