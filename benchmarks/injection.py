@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,29 +65,8 @@ from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer
 from tools.verify_citations import verify_citations
 
-CASES = Path(__file__).resolve().parent / "injection_cases.json"
-
-
-def attacked(base: dict[str, Any], case: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The base's two records, with the case's attack placed in its target passage.
-
-    tests/tools/test_injection.py places attacks the same way (benchmarks are not importable).
-    """
-    records = [dict(base["right"]), dict(base["distractor"])]
-    if case is None:
-        return records
-    record = records[0 if case["target"] == "right" else 1]
-    attack, where = case["attack"], case["position"]
-    if where == "title":
-        record["title"] = f"{record['title']} {attack}"
-    elif where == "start":
-        record["text"] = f"{attack} {record['text']}"
-    elif where == "middle":
-        first, _, rest = record["text"].partition(". ")
-        record["text"] = f"{first}. {attack} {rest}"
-    else:
-        record["text"] = f"{record['text']} {attack}"
-    return records
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the cases' helpers live with the tests
+from tests.tools.injection_suite import attacked, load_suite
 
 
 class Memo(BaseLLM):
@@ -276,7 +256,7 @@ def redaction_check(paths: list[Path], settings: Settings) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    suite = json.loads(CASES.read_text())
+    suite = load_suite()
     bases: dict[str, dict[str, Any]] = suite["bases"]
     cases = [c for c in suite["cases"] if not args.case or c["id"] in args.case]
     settings = load_settings()

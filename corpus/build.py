@@ -24,7 +24,15 @@ from corpus.isolate import pdf_reader
 from corpus.readers import SUPPORTED_SUFFIXES, CitationKeys, read_path, source_name
 from corpus.store import Library
 
-__all__ = ["BuildReport", "Seen", "build_index", "count_documents", "embedding_text", "iter_sources"]
+__all__ = [
+    "BuildReport",
+    "Seen",
+    "build_index",
+    "count_documents",
+    "embedding_text",
+    "iter_sources",
+    "open_for_build",
+]
 
 Progress = Callable[[int, int], None]  # (documents done, chunks added)
 
@@ -142,6 +150,20 @@ class Seen:
             self.dois.add(paper.doi)
 
 
+def open_for_build(root: Path, settings: Settings, embedder: Embedder) -> Library:
+    """The index at ``root``, created with ``settings``' chunking and index kind if absent."""
+    return Library.open_or_create(
+        root,
+        embedder=embedder.name,
+        dim=embedder.dim,
+        chunk_chars=settings.chunking.chunk_chars,
+        overlap_chars=settings.chunking.overlap_chars,
+        index_kind=settings.retrieval.index_kind,
+        index_params=settings.retrieval.index_params(),
+        lock_timeout=settings.retrieval.index_lock_timeout_s,
+    )
+
+
 def embedding_text(paper: Paper, chunk: Chunk) -> str:
     # The title gives a short chunk its topic; small embedders rank noticeably better with it.
     return f"{paper.title}\n{chunk.text}" if paper.title else chunk.text
@@ -167,16 +189,7 @@ def build_index(
     started = time.perf_counter()
     embedder = embedder or make_embedder(settings.embedding.model)
     timeout = settings.retrieval.index_lock_timeout_s
-    library = library or Library.open_or_create(
-        root,
-        embedder=embedder.name,
-        dim=embedder.dim,
-        chunk_chars=settings.chunking.chunk_chars,
-        overlap_chars=settings.chunking.overlap_chars,
-        index_kind=settings.retrieval.index_kind,
-        index_params=settings.retrieval.index_params(),
-        lock_timeout=timeout,
-    )
+    library = library or open_for_build(root, settings, embedder)
     # The whole build holds the write lock: its duplicate checks and citation keys are decided
     # against the library as it is under the lock, so builds running at once over overlapping
     # sources add each document once, as one build after the other would.

@@ -51,7 +51,7 @@ import numpy as np
 from agent.core.errors import CorpusError
 from agent.core.models import Chunk, Paper, ReadIssue
 from agent.core.settings import Settings
-from corpus.build import BuildReport, Progress, Seen, embedding_text, iter_sources
+from corpus.build import BuildReport, Progress, Seen, embedding_text, iter_sources, open_for_build
 from corpus.embeddings import Embedder, embed_in_batches, make_embedder
 from corpus.readers import CitationKeys
 from corpus.shard_worker import (
@@ -233,16 +233,7 @@ def build_sharded(
     started = time.perf_counter()
     embedder = make_embedder(settings.embedding.model)
     timeout = settings.retrieval.index_lock_timeout_s
-    library = Library.open_or_create(
-        root,
-        embedder=embedder.name,
-        dim=embedder.dim,
-        chunk_chars=settings.chunking.chunk_chars,
-        overlap_chars=settings.chunking.overlap_chars,
-        index_kind=settings.retrieval.index_kind,
-        index_params=settings.retrieval.index_params(),
-        lock_timeout=timeout,
-    )
+    library = open_for_build(root, settings, embedder)
     report = BuildReport()
     paths = list(iter_sources(sources, report.failed))
     staging = root / SHARDS_DIR

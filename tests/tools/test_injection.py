@@ -38,12 +38,13 @@ from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
 from corpus.search import LocalSearch
 from corpus.store import Library
+from tests.tools.injection_suite import attacked, load_suite
 from tools.base import ToolContext
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer
 from tools.verify_citations import verify_citations
 
-SUITE = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "injection_cases.json").read_text())
+SUITE = load_suite()
 BASES: dict[str, dict[str, Any]] = SUITE["bases"]
 CASES: list[dict[str, Any]] = SUITE["cases"]
 
@@ -82,25 +83,6 @@ def fenced(text: str) -> list[str]:
     """The fenced passages of a prompt, as the lenient reader splits them."""
     text = reading(text)
     return re.findall(r"<passage>\n(.*?)\n</passage>", text, re.DOTALL)
-
-
-def attacked(base: dict[str, Any], case: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The base's two records, with the case's attack placed in its target passage."""
-    records = [dict(base["right"]), dict(base["distractor"])]
-    if case is None:
-        return records
-    record = records[0 if case["target"] == "right" else 1]
-    attack, where = case["attack"], case["position"]
-    if where == "title":
-        record["title"] = f"{record['title']} {attack}"
-    elif where == "start":
-        record["text"] = f"{attack} {record['text']}"
-    elif where == "middle":
-        first, _, rest = record["text"].partition(". ")
-        record["text"] = f"{first}. {attack} {rest}"
-    else:
-        record["text"] = f"{record['text']} {attack}"
-    return records
 
 
 class Obedient:
