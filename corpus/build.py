@@ -21,7 +21,8 @@ from agent.core.settings import Settings
 from corpus.chunking import chunk_document
 from corpus.embeddings import Embedder, embed_in_batches, make_embedder
 from corpus.isolate import pdf_reader
-from corpus.readers import SUPPORTED_SUFFIXES, CitationKeys, read_path, source_name
+from corpus.keys import CitationKeys
+from corpus.readers import SUPPORTED_SUFFIXES, read_path, source_name
 from corpus.store import Library
 
 __all__ = [

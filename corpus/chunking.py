@@ -58,8 +58,9 @@ def chunk_document(document: Document, *, chunk_chars: int = 1800, overlap_chars
     overlap = max(0, min(overlap_chars, chunk_chars // 2))
     text = document.text
     starts = page_offsets(document)
-    numbers = [p.number for p in document.pages]
     paper = document.paper
+    # Only paginated documents (PDFs) give page numbers; text files and JSONL records have none.
+    numbers = [p.number for p in document.pages] if paper.n_pages is not None else []
     chunks: list[Chunk] = []
     start = 0
     n = len(text)

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agent.core.models import ReadIssue
     from agent.core.settings import IndexSettings
-    from corpus.readers import ReadResult
+    from corpus.metadata import ReadResult
 
 __all__ = ["IsolatedReader", "pdf_reader"]
 
-_PDF_READER = "corpus.readers:read_pdf"
+_PDF_READER = "corpus.pdf:read_pdf"
 _STOP_GRACE_S = 2.0
 # A worker's start-up (interpreter, pydantic, pypdf: ~0.5 s CPU) is not charged to the first
 # file; it has this long to say it is ready.
@@ -49,7 +49,7 @@ _START_TIMEOUT_S = 120.0
 
 def _issue(path: Path, reason: str) -> ReadIssue:
     from agent.core.models import ReadIssue
-    from corpus.readers import source_name
+    from corpus.metadata import source_name
 
     return ReadIssue(source=source_name(path), reason=reason)
 
@@ -215,7 +215,7 @@ class _InProcess:
         return None
 
     def __call__(self, path: Path) -> ReadResult:
-        from corpus.readers import read_pdf
+        from corpus.pdf import read_pdf
 
         return read_pdf(path)
 

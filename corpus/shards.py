@@ -53,7 +53,7 @@ from agent.core.models import Chunk, Paper, ReadIssue
 from agent.core.settings import Settings
 from corpus.build import BuildReport, Progress, Seen, embedding_text, iter_sources, open_for_build
 from corpus.embeddings import Embedder, embed_in_batches, make_embedder
-from corpus.readers import CitationKeys
+from corpus.keys import CitationKeys
 from corpus.shard_worker import (
     ShardJob,
     ShardMeta,

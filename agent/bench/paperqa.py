@@ -229,15 +229,14 @@ class PaperQASystem:
                 x for x in [paper.key, paper.title or "", str(paper.year or ""), paper.venue or ""] if x
             )
             doc = Doc(docname=paper.key, dockey=paper.doc_id, citation=citation)
-            texts = [
-                Text(
-                    text=self.library.chunks[i].text,
-                    name=self.library.chunks[i].citation or f"{paper.key} chunk {n + 1}",
-                    doc=doc,
-                    embedding=self.library.vectors[i].tolist(),
+            texts = []
+            for n, i in enumerate(rows[paper.doc_id]):
+                chunk = self.library.chunks[i]
+                # a chunk without pages (a text file, a JSONL record) is named as paper-qa names them
+                name = chunk.citation if chunk.page_start is not None else f"{paper.key} chunk {n + 1}"
+                texts.append(
+                    Text(text=chunk.text, name=name, doc=doc, embedding=self.library.vectors[i].tolist())
                 )
-                for n, i in enumerate(rows[paper.doc_id])
-            ]
             await docs.aadd_texts(texts, doc, settings=self.pqa_settings, embedding_model=self.embedding)
         self._docs = docs
         return docs

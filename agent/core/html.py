@@ -159,8 +159,9 @@ def _marked(text: str, spans: Iterable[tuple[int, int]]) -> str:
 
 
 def _pages(e: Evidence) -> str:
+    """``p. 3`` / ``pp. 3–4``; empty for a passage without pages (a text file, a JSONL record)."""
     if e.page_start is None:
-        return "page unknown"
+        return ""
     if e.page_end is None or e.page_end == e.page_start:
         return f"p. {e.page_start}"
     return f"pp. {e.page_start}–{e.page_end}"
@@ -281,9 +282,11 @@ def _passage(page: _Page, e: Evidence, claims: list[tuple[int, Claim]]) -> str:
         if claim.quote and found[0][1] is None:
             missing.append(claim.quote)
     cited_by = ", ".join(f"claim {n}" for n, _ in claims)
+    pages = _pages(e)
     head = (
         f'<div class="sl-passage-head"><span class="sl-passage-key">[{_e(e.key)}]</span>'
-        f"<span>{_e(_pages(e))}</span><span>relevance {e.score}/10</span>"
+        + (f"<span>{_e(pages)}</span>" if pages else "")
+        + f"<span>relevance {e.score}/10</span>"
         + (f"<span>cited by {cited_by}</span>" if cited_by else "")
         + "</div>"
     )

@@ -8,7 +8,7 @@ from corpus.chunking import chunk_document
 
 def doc(*pages: str) -> Document:
     return Document(
-        paper=Paper(doc_id="d1", key="Lo2020"),
+        paper=Paper(doc_id="d1", key="Lo2020", n_pages=len(pages)),
         pages=[Page(number=i + 1, text=t) for i, t in enumerate(pages)],
     )
 
@@ -56,6 +56,14 @@ def test_page_ranges_and_citations() -> None:
         ).citation
         == "K p. 4"
     )
+
+
+def test_a_document_without_pages_gives_chunks_without_pages() -> None:
+    """A text file or JSONL record (``n_pages`` None) is held as page 1, but never cited as "p. 1"."""
+    d = Document(paper=Paper(doc_id="d1", key="Lo2020"), pages=[Page(number=1, text=SENTENCES)])
+    chunks = chunk_document(d, chunk_chars=500, overlap_chars=100)
+    assert len(chunks) > 1
+    assert all(c.page_start is None and c.page_end is None and c.citation == "Lo2020" for c in chunks)
 
 
 def test_text_without_sentence_ends_is_cut_at_words_then_hard() -> None:

@@ -6,12 +6,13 @@ import pypdf
 import pytest
 
 from agent.core.models import Document, ReadIssue
-from corpus.readers import CitationKeys, find_doi, read_path
+from corpus.keys import CitationKeys
+from corpus.readers import MAX_FILE_BYTES, find_doi, read_path
 from tests.corpus.pdfs import make_pdf
 
 
-def read_one(path: Path, **kw: int) -> Document | ReadIssue:
-    results = list(read_path(path, **kw))
+def read_one(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> Document | ReadIssue:
+    results = list(read_path(path, max_bytes=max_bytes))
     assert len(results) == 1
     return results[0]
 
@@ -112,6 +113,7 @@ def test_markdown_and_html(tmp_path: Path) -> None:
     md.write_text("# Kinase inhibitors\n\nOsimertinib is active against T790M.")
     doc = read_one(md)
     assert isinstance(doc, Document) and doc.paper.title == "Kinase inhibitors"
+    assert doc.paper.n_pages is None and len(doc.pages) == 1  # one page to hold it, none to cite
     html = tmp_path / "page.html"
     html.write_text(
         "<html><head><title>TP53 review</title><script>alert('x')</script></head>"
@@ -141,9 +143,57 @@ def test_jsonl_bad_lines_are_reported_and_the_rest_is_read(tmp_path: Path) -> No
     issues = [r for r in results if isinstance(r, ReadIssue)]
     assert [d.paper.doc_id for d in docs] == ["pubmed:1", "x:3"]
     assert docs[0].paper.year == 2011 and docs[0].paper.title is None
+    assert docs[0].paper.n_pages is None
     assert docs[1].paper.doi == "10.1/abc"
     assert [i.source for i in issues] == [f"{path}:2", f"{path}:3"]
     assert "not JSON" in issues[0].reason and "no 'text'" in issues[1].reason
+
+
+CORD_TEXT = (
+    "First Complete Genome Sequence of a French Bovine coronavirus Strain\n\n"
+    "https://www.ncbi.nlm.nih.gov/pmc/articles/PMC5477389/\n\n"
+    "SHA: eef0ecf5b8e7b179dadaef967e65f2ab68f021e1\n\n"
+    "Authors: Kin, Nathalie; Guerard, Pauline; Diancourt, Laure\n"
+    "Date: 2017-05-25\n"
+    "DOI: 10.1128/genomea.00319-17\n"
+    "License: cc-by\n\n"
+    "Abstract: We sequenced the first Bovine coronavirus (BCoV) complete genome sequence from France."
+)
+
+
+def _read_rows(tmp_path: Path, *rows: dict[str, object]) -> list[Document]:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    docs = list(read_path(path))
+    assert all(isinstance(d, Document) for d in docs)
+    return [d for d in docs if isinstance(d, Document)]
+
+
+def test_jsonl_reads_authors_year_and_doi_from_a_cord19_header(tmp_path: Path) -> None:
+    (doc,) = _read_rows(
+        tmp_path, {"doc_id": "covidqa:1546", "title": "First Complete Genome", "text": CORD_TEXT}
+    )
+    paper = doc.paper
+    assert paper.authors == ["Kin, Nathalie", "Guerard, Pauline", "Diancourt, Laure"]
+    assert (paper.year, paper.doi) == (2017, "10.1128/genomea.00319-17")
+    assert CitationKeys().assign(paper) == "Kin2017"
+    assert doc.text == CORD_TEXT  # the header stays in the text
+
+
+def test_jsonl_fields_the_record_gives_beat_its_header(tmp_path: Path) -> None:
+    row = {"doc_id": "x:1", "text": CORD_TEXT, "authors": ["Lo, Kyle"], "year": 2020, "doi": "10.1/OWN"}
+    (doc,) = _read_rows(tmp_path, row)
+    assert (doc.paper.authors, doc.paper.year, doc.paper.doi) == (["Lo, Kyle"], 2020, "10.1/own")
+    # only the missing field is taken from the header
+    (doc,) = _read_rows(tmp_path, {"doc_id": "x:2", "text": CORD_TEXT, "authors": "Lo, Kyle"})
+    assert (doc.paper.authors, doc.paper.year) == (["Lo, Kyle"], 2017)
+
+
+def test_jsonl_without_a_header_is_unchanged(tmp_path: Path) -> None:
+    text = "Beyond the spike. Authors: see the end.\nWe study BCoV, https://doi.org/10.1/abc, in 2014."
+    (doc,) = _read_rows(tmp_path, {"doc_id": "x:3", "title": "Beyond the spike", "text": text})
+    assert (doc.paper.authors, doc.paper.year, doc.paper.doi) == ([], None, None)
+    assert CitationKeys().assign(doc.paper) == "Beyondnd"
 
 
 def test_find_doi() -> None:
@@ -174,7 +224,7 @@ def test_the_shared_pdfs_all_read(shared_data: Path) -> None:
 
 
 def test_a_title_broken_over_two_lines_is_joined() -> None:
-    from corpus.readers import _guess_title
+    from corpus.pdf import _guess_title
 
     page = (
         "Proceedings of the 17th Conference, pages 1650-1669\n"

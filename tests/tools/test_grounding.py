@@ -27,7 +27,7 @@ async def test_gather_stores_original_text_under_stable_keys_and_gates(
     observation = await gather_evidence(ctx, question="EGFR T790M resistance to TKIs")
     assert "PASSED" in observation
     egfr = key_of(ctx, "T790M")
-    assert egfr.startswith("Egfr2017") and egfr.endswith("p. 1")
+    assert egfr == "Egfr2017"  # a Markdown file has no pages to cite
     ev = ctx.state.evidence[egfr]
     assert ev.score == 9 and "Osimertinib remains active" in ev.text  # original chunk text, not a summary
     assert ev.quote and quote_in(ev.quote, ev.text)
