@@ -2,7 +2,9 @@
 
 A chunk's ``char_start``/``char_end`` index the paper's full text (pages joined by
 ``PAGE_SEPARATOR``), and ``page_start``/``page_end`` are 1-based page numbers, so a citation
-can send a reader to "Lo2020 pp. 3–4" and to the exact characters it quotes.
+can send a reader to "Lo2020 pp. 3–4" and to the exact characters it quotes. A document without
+pages (``Paper.n_pages`` None: text files, JSONL records) gives chunks without a page range,
+cited by key alone ("Lo2020").
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ class Paper(BaseModel):
     source: str = Field(default="", description="Where it was read from: a file path or corpus name.")
     content_hash: str = Field(default="", description="sha256 of the extracted text (dedupe).")
     abstract_only: bool = Field(default=False, description="Only an abstract is held, not full text.")
-    n_pages: int | None = None
+    n_pages: int | None = Field(
+        default=None,
+        description="Pages of a PDF. None for a document without pages (text, Markdown, HTML, a JSONL "
+        "record): it is held as one Page, but its chunks get no page range and cite by key alone.",
+    )
 
 
 class Page(BaseModel):
-    number: int = Field(ge=1, description="1-based page number; text files are one page.")
+    number: int = Field(ge=1, description="1-based page number; a document without pages is held as page 1.")
     text: str
 
 
