@@ -28,7 +28,7 @@ from tools.base import Tool, ToolContext, ToolRetry
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer
 from tools.paper_search import paper_search
-from tools.verify_citations import verify_citations
+from tools.verify_citations import direct_answer, verify_citations
 
 __all__ = ["TOOLS", "run_loop"]
 
@@ -140,10 +140,16 @@ async def run_loop(ctx: ToolContext, policy: Policy, *, tools: list[Tool] | None
     final = status or status_of(state)
     if final == Status.failed and best is not None:
         final = Status.truncated
+    if ctx.settings.answer.direct_answer and final in {Status.answered, Status.truncated}:
+        try:
+            state.direct = await direct_answer(ctx)
+        except ScholarloopError:  # the claims stand without their one-line lead
+            state.direct = ""
     answer = Answer(
         question=state.question,
         status=final,
         answer=render_text(state),
+        direct=state.direct,
         choice=state.choice if state.options else None,
         choice_text=option_text(state.options, state.choice) if state.options else None,
         claims=state.claims,

@@ -96,6 +96,10 @@ def render_text(state: RunState) -> str:
         body = claim.text.rstrip().rstrip(".")
         sentences.append(body + " " + "".join(f"[{k}]" for k in _valid(claim, state.evidence)) + ".")
     text = " ".join(sentences)
+    if state.direct:
+        keys = list(dict.fromkeys(k for c in claims for k in _valid(c, state.evidence)))
+        lead = state.direct.rstrip().rstrip(".") + " " + "".join(f"[{k}]" for k in keys) + "."
+        text = f"{lead}\n\n{text}"
     if state.limitations:
         text += f"\n\nLimitations: {state.limitations}"
     return text

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.core.claims import atomic_parts, content_words, dedupe, looks_compound, split_claim
 from agent.core.errors import ServiceError, ToolError
 from agent.core.evidence import insufficient_letter, is_insufficient, letters, offered_evidence
-from agent.core.prompts import answer_messages, judge_messages, mc_messages
+from agent.core.prompts import answer_messages, decompose_messages, judge_messages, mc_messages
 from agent.core.state import INSUFFICIENT, Claim, Evidence, OptionScores, RunState, no_answer
 from tools.base import ToolContext, tool
 
 __all__ = [
     "ask_pick",
+    "atomic_claims",
     "generate_answer",
     "option_claim",
     "option_scores",
@@ -106,7 +108,7 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
     )
     state.add_usage(completion.usage)
     data = completion.json()
-    state.claims = [
+    drafted = [
         Claim(
             text=str(c.get("text", "")).strip(),
             citations=[str(k) for k in c.get("citations", [])],
@@ -115,10 +117,57 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
         for c in data.get("claims", [])
         if str(c.get("text", "")).strip()
     ][: cfg.max_claims]
+    state.claims = await atomic_claims(ctx, drafted)
     state.summary = str(data.get("summary", "")).strip()
     state.limitations = str(data.get("limitations", "")).strip()
+    state.direct = ""
     cited = sorted({k for c in state.claims for k in c.citations})
-    return f"Drafted {len(state.claims)} claim(s) citing {cited}."
+    split = f" (from {len(drafted)} drafted)" if len(drafted) != len(state.claims) else ""
+    return f"Drafted {len(state.claims)} claim(s){split} citing {cited}."
+
+
+async def _model_parts(ctx: ToolContext, text: str) -> list[str]:
+    """The answer model's split of a long compound claim; [] when it gives no usable split.
+
+    A fact must reuse the claim's words: a "fact" mostly made of new words is the model adding
+    something, and is not offered to the check at all.
+    """
+    schema = {
+        "type": "object",
+        "properties": {
+            "facts": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 200}}
+        },
+        "required": ["facts"],
+    }
+    try:
+        completion = await ctx.llm("answer").complete(
+            decompose_messages(text), role="answer", json_schema=schema, max_tokens=cfg_tokens(ctx, 250)
+        )
+        ctx.state.add_usage(completion.usage)
+        facts = [str(f).strip() for f in completion.json().get("facts", [])]
+    except (ServiceError, ValueError, TypeError, AttributeError):
+        return []  # the claim is checked whole, as drafted
+    words = content_words(text)
+    kept = [
+        f.rstrip(".")
+        for f in facts
+        if len(content_words(f)) >= 3 and len(content_words(f) & words) / len(content_words(f)) >= 0.6
+    ]
+    return kept if len(kept) >= 2 else []
+
+
+async def atomic_claims(ctx: ToolContext, claims: list[Claim]) -> list[Claim]:
+    """The draft's claims one fact each (``answer.decompose``), repeats merged."""
+    cfg = ctx.settings.answer
+    if cfg.decompose == "off":
+        return dedupe(claims)
+    out: list[Claim] = []
+    for claim in claims:
+        parts = atomic_parts(claim.text)
+        if cfg.decompose == "model" and len(parts) == 1 and looks_compound(claim.text):
+            parts = await _model_parts(ctx, claim.text) or parts
+        out.extend(split_claim(claim, parts))
+    return dedupe(out)[: 2 * cfg.max_claims]
 
 
 async def ask_pick(ctx: ToolContext, evidence: list[Evidence]) -> dict[str, Any]:

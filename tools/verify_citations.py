@@ -20,12 +20,23 @@ tells the loop whether to regenerate or to search again.
 
 from __future__ import annotations
 
+import re
+
 from agent.core.evidence import insufficient_letter, normalise, quote_in
 from agent.core.prompts import contradiction_messages, judge_messages
-from agent.core.state import CitationCheck, Claim, Evidence, RunState, Verdict, VerificationReport, no_answer
+from agent.core.state import (
+    NO_ANSWER,
+    CitationCheck,
+    Claim,
+    Evidence,
+    RunState,
+    Verdict,
+    VerificationReport,
+    no_answer,
+)
 from tools.base import ToolContext, tool
 
-__all__ = ["verify_citations", "verify_claims"]
+__all__ = ["direct_answer", "verify_citations", "verify_claims"]
 
 
 def _overlap(a: str, b: str) -> float:
@@ -175,6 +186,27 @@ def repair(state: RunState, report: VerificationReport) -> None:
         state.summary = "The chosen option was not supported by its cited evidence."
     elif not state.options and not kept:
         state.summary = no_answer("no drafted claim is supported by the passage it cites")
+
+
+_KEYS = re.compile(r"\s*\[[^\]]*\]")
+
+
+async def direct_answer(ctx: ToolContext) -> str:
+    """The draft's one-line answer, if it follows from the verified claims; else "".
+
+    The line is the model's own synthesis, so it is judged like a claim, but against the claims
+    that survived the check (each already tied to its passage): a line that adds anything they
+    do not say is not shown. With one claim the claim is already the direct answer.
+    """
+    state = ctx.state
+    line = _KEYS.sub("", state.summary).strip()
+    if state.options or len(state.claims) < 2 or not line or line.startswith(NO_ANSWER):
+        return ""
+    premise = " ".join(c.text.rstrip().rstrip(".") + "." for c in state.claims)
+    judge = ctx.llm("judge")
+    score = await judge.score_yes(judge_messages(line, premise))
+    state.add_usage(score.usage)
+    return line if score.p_yes >= ctx.settings.evidence.judge_threshold else ""
 
 
 @tool

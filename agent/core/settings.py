@@ -347,6 +347,17 @@ class AnswerSettings(_Section):
         description="Judge P(support) a multiple-choice pick needs; None uses evidence.judge_threshold. "
         "A pick among given options is not a free claim, so it is calibrated on its own.",
     )
+    decompose: Literal["off", "rules", "model"] = Field(
+        default="rules",
+        description="Free-form drafts: split claims that state several facts before the citation check, "
+        "so a supported fact survives its unsupported neighbour. 'rules' cuts at sentence ends, "
+        "semicolons and contrasts; 'model' also asks the answer model to split long compound claims.",
+    )
+    direct_answer: bool = Field(
+        default=True,
+        description="Free-form answers with several verified claims open with the draft's one-line "
+        "answer, shown only if the judge finds it follows from those claims.",
+    )
 
 
 class AgentSettings(_Section):

@@ -172,6 +172,9 @@ class RunState(BaseModel):
     gate: GateResult | None = None
     claims: list[Claim] = Field(default_factory=list)
     summary: str = ""
+    direct: str = Field(
+        default="", description="The one-line answer, once the judge found it follows from verified claims."
+    )
     limitations: str = ""
     choice: str | None = Field(default=None, description="The chosen option letter (multiple choice).")
     report: VerificationReport | None = None
@@ -204,6 +207,9 @@ class Answer(BaseModel):
     question: str
     status: Status
     answer: str = Field(description="Rendered text with inline citations.")
+    direct: str = Field(
+        default="", description="Free-form: the one-line answer that opens the text, when it was verified."
+    )
     choice: str | None = None
     choice_text: str | None = None
     claims: list[Claim] = Field(default_factory=list)

@@ -27,13 +27,46 @@ async def test_clean_run(index_dir: Path, settings: Settings) -> None:
         "verify_citations",
     ]
     assert answer.claims[0].verdict == Verdict.supported
-    assert "Osimertinib remains active" in answer.answer and "[Egfr2017 p. 1]" in answer.answer
+    assert "Osimertinib remains active" in answer.answer and "[Egfr2017]" in answer.answer
     assert answer.references[0].key == "Egfr2017" and "@misc{Egfr2017" in answer.references[0].bibtex
     assert {"step", "observation", "done"} <= set(events)
     assert set(answer.usage) == {"summary", "answer"}  # the verbatim quote needed no judge call
     again = Answer.model_validate_json(answer.model_dump_json())
     assert again == answer
     assert "**References**" in answer.to_markdown() and answer._repr_markdown_() == answer.to_markdown()
+
+
+async def test_an_answer_of_several_claims_opens_with_its_verified_one_line_answer(
+    index_dir: Path, settings: Settings
+) -> None:
+    def two_claims(req: Request) -> dict[str, object]:
+        draft = good_answer(req)
+        keys = [
+            line[1 : line.index("]")]
+            for line in req.messages[-1].content.splitlines()
+            if line.startswith("[")
+        ]
+        tp53 = next(k for k in keys if not k.startswith("Egfr"))
+        draft["claims"].append(  # type: ignore[attr-defined]
+            {
+                "text": "TP53 mutations are the most common alteration in human cancer.",
+                "citations": [tp53],
+                "quote": "",
+            }
+        )
+        draft["summary"] = (
+            "Osimertinib remains active against T790M tumours, while TP53 mutations are common."
+        )
+        return draft
+
+    session = make_session(index_dir, settings, answer=FunctionLLM(two_claims))
+    answer = await session.ask(Q + " And how common are TP53 mutations?")
+    assert answer.status == Status.answered and len(answer.claims) == 2
+    assert (
+        answer.direct == "Osimertinib remains active against T790M tumours, while TP53 mutations are common."
+    )
+    assert answer.answer.startswith(answer.direct.rstrip(".") + " [")
+    assert set(answer.usage) == {"summary", "answer", "judge"}
 
 
 async def test_gate_fails_then_a_reformulated_search_passes(index_dir: Path, settings: Settings) -> None:
@@ -181,7 +214,7 @@ async def test_wall_clock_budget(index_dir: Path, settings: Settings) -> None:
 
 
 async def test_truncation_keeps_the_best_verified_answer(index_dir: Path, settings: Settings) -> None:
-    bad = {"text": "Aspirin cures lung cancer.", "citations": ["Egfr2017 p. 1"], "quote": ""}
+    bad = {"text": "Aspirin cures lung cancer.", "citations": ["Egfr2017"], "quote": ""}
     calls = {"n": 0}
 
     def answer(req: Request) -> object:
@@ -210,8 +243,8 @@ async def test_an_unverified_summary_never_becomes_the_answer(index_dir: Path, s
 
     def answer(req: Request) -> object:
         return {
-            "claims": [{"text": f"{bad}.", "citations": ["Egfr2017 p. 1"], "quote": ""}],
-            "summary": f"{bad} [Egfr2017 p. 1].",
+            "claims": [{"text": f"{bad}.", "citations": ["Egfr2017"], "quote": ""}],
+            "summary": f"{bad} [Egfr2017].",
             "limitations": "",
         }
 
