@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.core.claims import atomic_parts, content_words, dedupe, looks_compound, split_claim
+from agent.core.claims import (
+    atomic_parts,
+    content_words,
+    dedupe,
+    looks_compound,
+    mend_fragments,
+    split_claim,
+)
 from agent.core.errors import ServiceError, ToolError
 from agent.core.evidence import insufficient_letter, is_insufficient, letters, offered_evidence
 from agent.core.prompts import answer_messages, decompose_messages, judge_messages, mc_messages
@@ -85,14 +92,15 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
                     "properties": {
                         # length caps keep the whole reply inside the token cap: on full-text
                         # papers the local model copied passages into a claim until the JSON
-                        # was cut off (COVID-QA), and a cut-off reply is a failed answer
-                        "text": {"type": "string", "maxLength": 250},
+                        # was cut off (COVID-QA), and a cut-off reply is a failed answer.
+                        # Five claims at these caps, with summary and limitations, fit in ~700.
+                        "text": {"type": "string", "maxLength": 220},
                         "citations": {
                             "type": "array",
                             "items": {"type": "string", "enum": keys},
                             "minItems": 1,
                         },
-                        "quote": {"type": "string", "maxLength": 300},
+                        "quote": {"type": "string", "maxLength": 200},
                     },
                     "required": ["text", "citations", "quote"],
                 },
@@ -117,13 +125,15 @@ async def _free_text(ctx: ToolContext, evidence: list[Evidence], feedback: str) 
         for c in data.get("claims", [])
         if str(c.get("text", "")).strip()
     ][: cfg.max_claims]
-    state.claims = await atomic_claims(ctx, drafted)
+    mended, dropped = mend_fragments(drafted)
+    state.claims = await atomic_claims(ctx, mended)
     state.summary = str(data.get("summary", "")).strip()
     state.limitations = str(data.get("limitations", "")).strip()
     state.direct = ""
     cited = sorted({k for c in state.claims for k in c.citations})
     split = f" (from {len(drafted)} drafted)" if len(drafted) != len(state.claims) else ""
-    return f"Drafted {len(state.claims)} claim(s){split} citing {cited}."
+    torn = f"; {dropped} sentence fragment(s) dropped" if dropped else ""
+    return f"Drafted {len(state.claims)} claim(s){split} citing {cited}{torn}."
 
 
 async def _model_parts(ctx: ToolContext, text: str) -> list[str]:

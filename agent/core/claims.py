@@ -21,7 +21,17 @@ from agent.core.evidence import normalise
 from agent.core.prompts import sentences
 from agent.core.state import Claim
 
-__all__ = ["atomic_parts", "best_quote", "content_words", "dedupe", "looks_compound", "split_claim"]
+__all__ = [
+    "atomic_parts",
+    "best_quote",
+    "content_words",
+    "dedupe",
+    "is_fragment",
+    "looks_compound",
+    "mend_fragments",
+    "split_claim",
+    "tidy",
+]
 
 # A contrast joins two statements; "and" mostly joins list items, so it is left to the model.
 _CONTRAST = re.compile(r",\s+(?:whereas|while|but|although|though)\s+", re.IGNORECASE)
@@ -145,3 +155,52 @@ def dedupe(claims: list[Claim]) -> list[Claim]:
         else:
             seen[key] = claim.model_copy(deep=True)
     return list(seen.values())
+
+
+# Words a finished statement does not end on, and lower-case words that only continue one.
+_DANGLING = re.compile(
+    r"\b(?:to|of|and|or|the|a|an|as|with|by|for|in|on|at|from|that|which|than|such|its|their)\W*$",
+    re.IGNORECASE,
+)
+_CONTINUES = re.compile(r"^(?:the|a|an|and|or|but|of|to|as|with|by|for|in|on|which|that|than)\b")
+# A paper's own reference in a copied sentence, "(Lin et al., 2011)": the claim cites the passage.
+_INLINE_REF = re.compile(r"\s*\((?:[A-Z][^()]{0,80}?,?\s(?:19|20)\d\d[a-z]?(?:[;,][^()]{0,80})?)\)")
+
+
+def is_fragment(text: str) -> bool:
+    """A piece of a sentence, not a statement: it ends on "to"/"of"/"the" or starts mid-sentence."""
+    t = text.strip()
+    return not t or bool(_DANGLING.search(t)) or bool(_CONTINUES.match(t)) or len(content_words(t)) < 2
+
+
+def tidy(text: str) -> str:
+    """The claim without the paper's inline references and the space a copy leaves before a stop."""
+    text = _INLINE_REF.sub("", text)
+    return re.sub(r"\s+([.,;:])", r"\1", text).strip()
+
+
+def mend_fragments(claims: list[Claim]) -> tuple[list[Claim], int]:
+    """Rejoin a sentence the model cut across two claims; drop a fragment that has no partner.
+
+    The local model sometimes ends one claim mid-sentence ("… as well as its potential to") and
+    starts the next with the rest ("the spread of resistance genes"). The judge happily accepts
+    either half against the passage, so they would reach the reader as two verified non-sentences.
+    Returns the claims and how many fragments were dropped.
+    """
+    out: list[Claim] = []
+    dropped = 0
+    for claim in claims:
+        text = tidy(claim.text)
+        claim = claim.model_copy(update={"text": text})
+        prev = out[-1] if out else None
+        ended = prev is not None and prev.text.rstrip().endswith((".", "!", "?"))
+        if prev is not None and (_DANGLING.search(prev.text) or (_CONTINUES.match(text) and not ended)):
+            joined = f"{prev.text.rstrip('. ')} {text}"
+            quote = prev.quote if prev.quote == claim.quote else f"{prev.quote} {claim.quote}".strip()
+            cites = list(dict.fromkeys([*prev.citations, *claim.citations]))
+            out[-1] = prev.model_copy(update={"text": joined, "citations": cites, "quote": quote})
+            continue
+        out.append(claim)
+    kept = [c for c in out if not is_fragment(c.text)]
+    dropped += len(out) - len(kept)
+    return kept, dropped

@@ -2,7 +2,16 @@
 
 import pytest
 
-from agent.core.claims import atomic_parts, best_quote, dedupe, looks_compound, split_claim
+from agent.core.claims import (
+    atomic_parts,
+    best_quote,
+    dedupe,
+    is_fragment,
+    looks_compound,
+    mend_fragments,
+    split_claim,
+    tidy,
+)
 from agent.core.state import Claim
 
 
@@ -71,3 +80,48 @@ def test_only_long_claims_with_a_conjunction_go_to_the_model() -> None:
         "Remdesivir shortened recovery to 10 days in hospitalised adults and reduced the need for "
         "supplemental oxygen in the treated group of the trial."
     )
+
+
+def test_a_sentence_cut_across_two_claims_is_rejoined_and_a_lone_fragment_dropped() -> None:
+    claims = [
+        Claim(
+            text="Filamentous phage are immunogenic, as well as a potential route to",
+            citations=["A"],
+            quote="q",
+        ),
+        Claim(
+            text="the spread of antibiotic resistance genes (Lin et al., 2011) .", citations=["A"], quote="q"
+        ),
+        Claim(
+            text="Phage numbers rose and fell with the seasons (Hofer and Sommaruga, 2001).", citations=["B"]
+        ),
+        Claim(text="of the viral ecosystems", citations=["B"]),
+    ]
+    mended, dropped = mend_fragments(claims)
+    assert [c.text for c in mended] == [
+        "Filamentous phage are immunogenic, as well as a potential route to the spread of antibiotic "
+        "resistance genes.",
+        "Phage numbers rose and fell with the seasons.",
+    ]
+    assert mended[0].citations == ["A"] and mended[0].quote == "q"
+    # "of the viral ecosystems" follows a finished sentence: a continuation with nothing to join
+    assert dropped == 1 and mended[1].citations == ["B"]
+    assert mend_fragments([Claim(text="of the virus", citations=["A"])]) == ([], 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("its potential to", True),
+        ("the spread of resistance genes", True),
+        ("mRNA vaccines raised antibody titres fourfold.", False),
+        ("ACE2 is the receptor for SARS-CoV-2 spike protein.", False),
+    ],
+)
+def test_what_counts_as_a_fragment(text: str, fragment: bool) -> None:
+    assert is_fragment(text) is fragment
+
+
+def test_tidy_drops_the_papers_own_references_only() -> None:
+    assert tidy("IL-6 rose (Smith et al., 2019; Lee, 2020) in patients .") == "IL-6 rose in patients."
+    assert tidy("Mortality was 12% (95% CI 8-16) in 2020.") == "Mortality was 12% (95% CI 8-16) in 2020."
