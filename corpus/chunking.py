@@ -37,6 +37,26 @@ def _boundary(text: str, lo: int, hi: int) -> int | None:
     return best
 
 
+def _first_match(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> int | None:
+    """The end of the first ``pattern`` match ending in ``[lo, hi)``."""
+    match = pattern.search(text, max(lo - 8, 0), hi)
+    while match is not None and match.end() < lo:
+        match = pattern.search(text, match.end(), hi)
+    return match.end() if match is not None and match.end() < hi else None
+
+
+def _overlap_start(text: str, floor: int, end: int, overlap: int) -> int:
+    """Where the next chunk begins: a sentence start in the last ``overlap`` characters, else one up
+    to twice as far back, else a word start, never before ``floor``."""
+    lo = max(floor, end - overlap)
+    return (
+        _first_match(_SENTENCE_END, text, lo, end)
+        or _first_match(_SENTENCE_END, text, max(floor, end - 2 * overlap), lo)
+        or _first_match(_SPACE, text, lo, end)
+        or lo
+    )
+
+
 def _space(text: str, lo: int, hi: int) -> int | None:
     best = None
     for match in _SPACE.finditer(text, lo, hi):
@@ -92,12 +112,8 @@ def chunk_document(document: Document, *, chunk_chars: int = 1800, overlap_chars
             )
         if end >= n:
             break
-        # Start the next chunk `overlap` characters back, at a sentence (or word) start.
-        back = max(start + 1, end - overlap)
-        if overlap:
-            back = _boundary(text, back, end) or _space(text, back, end) or back
-            back = back if back < end else max(start + 1, end - overlap)
-        else:
-            back = end
-        start = back
+        # Start the next chunk about `overlap` characters back at a sentence start, else a word
+        # start: never mid-word, or the reader sees "he spread of …" and the answer model
+        # copies the torn sentence into a claim.
+        start = _overlap_start(text, start + 1, end, overlap) if overlap else end
     return chunks

@@ -79,3 +79,20 @@ def test_empty_document_and_bad_size() -> None:
     assert chunk_document(doc("")) == []
     with pytest.raises(ValueError, match="positive"):
         chunk_document(doc("text"), chunk_chars=0)
+
+
+def test_an_overlap_starts_at_a_sentence_start_never_mid_word() -> None:
+    # a chunk that ends at a sentence end used to start its successor at a raw offset ("he spread …")
+    text = " ".join(
+        f"Finding {i} shows that filamentous phage spread antibiotic resistance genes in soil."
+        for i in range(40)
+    )
+    d = doc(text)
+    chunks = chunk_document(d, chunk_chars=600, overlap_chars=150)
+    assert len(chunks) > 4
+    for c in chunks[1:]:
+        assert c.text.startswith("Finding "), c.text[:30]
+    # with no sentence end inside the overlap window, it still starts at a word
+    words = " ".join(f"word{i}" for i in range(600))
+    for c in chunk_document(doc(words), chunk_chars=500, overlap_chars=100)[1:]:
+        assert c.text.startswith("word"), c.text[:20]
