@@ -9,7 +9,8 @@ Verdicts (see :class:`agent.core.state.Verdict`):
    has no citation at all. The right key is suggested and the citation repaired.
 
 The cheap check runs first: when the claim's quote is verbatim in the cited passage and the
-claim says little beyond the quote, it is accepted without a model call. When the quote is
+claim says little beyond the quote, it is accepted without a model call; so is a free-form claim
+that restates one of the passage's sentences word for word with the same negations. When the quote is
 verbatim but the claim goes beyond it, the judge weighs the claim against that quote; without a
 verified quote, against the whole passage. The judge is ``score_yes``: next-token P(Yes) on
 the local model, a constrained Yes/No on APIs.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 
 from agent.core.evidence import insufficient_letter, normalise, quote_in
-from agent.core.prompts import contradiction_messages, judge_messages
+from agent.core.prompts import contradiction_messages, judge_messages, sentences
 from agent.core.state import (
     NO_ANSWER,
     CitationCheck,
@@ -44,6 +45,30 @@ def _overlap(a: str, b: str) -> float:
     wa = {w for w in normalise(a).split() if len(w) > 2}
     wb = set(normalise(b).split())
     return len(wa & wb) / len(wa) if wa else 0.0
+
+
+_NEGATION = re.compile(r"\b(?:not|no|never|without|neither|nor|cannot|none|unlikely)\b|n't\b", re.IGNORECASE)
+
+
+def _restates(claim: str, sentence: str) -> bool:
+    """Does ``claim`` restate ``sentence``: its content words there, and the same negations?"""
+    return _overlap(claim, sentence) >= 0.8 and len(_NEGATION.findall(claim)) == len(
+        _NEGATION.findall(sentence)
+    )
+
+
+def _anchor(claim: Claim, evidence: Evidence) -> str:
+    """A sentence of the passage that a free-form claim restates, found without a model.
+
+    The answer model often copies a passage sentence into a claim but retypes its quote, and the
+    1.5B judge, shown the whole 1,800-character chunk, then misses the plain support (COVID-QA:
+    "The Sphere Handbook is the foremost authority on …" rejected at P < 0.8). The summariser's
+    verified quote and the passage's own sentences are checked too; only a sentence the claim
+    restates word for word, with the same negations, counts.
+    """
+    candidates = [evidence.quote] if evidence.quote and quote_in(evidence.quote, evidence.text) else []
+    candidates += [s.strip() for s in sentences(evidence.text) if len(s.strip()) >= 20]
+    return next((c for c in candidates if _restates(claim.text, c)), "")
 
 
 async def _p_support(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
@@ -95,8 +120,12 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
             checks.append(CitationCheck(key=key, verdict=Verdict.fabricated, method="unknown-key"))
             continue
         quoted = bool(claim.quote) and quote_in(claim.quote, evidence.text)
-        if quoted and _overlap(claim.text, claim.quote) >= 0.8:
+        if quoted and _restates(claim.text, claim.quote):
             checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=1.0, method="quote"))
+            continue
+        # multiple-choice picks keep the judge: their claim wraps an option in the question's words
+        if not state.options and _anchor(claim, evidence):
+            checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=1.0, method="sentence"))
             continue
         # A quote verified verbatim in the passage is the sentence the claim rests on: judging the
         # claim against it (not the whole chunk) is sharper for a small judge, and faster.

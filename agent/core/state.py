@@ -87,7 +87,9 @@ class CitationCheck(BaseModel):
     key: str
     verdict: Verdict
     p_support: float | None = None
-    method: str = Field(description="'unknown-key', 'quote', 'judge' or 'judge+quote'.")
+    method: str = Field(
+        description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge' or 'judge+quote'."
+    )
     suggested_key: str | None = None
 
 

@@ -400,3 +400,32 @@ async def test_unknown_arguments_ask_the_model_to_retry(library: Library, settin
         await gather_evidence(make_ctx(library, settings), query="x")
     with pytest.raises(ToolRetry, match="needs argument"):
         await gather_evidence(make_ctx(library, settings))
+
+
+async def test_a_claim_restating_a_passage_sentence_needs_no_judge_but_a_negated_one_does(
+    library: Library, settings: Settings
+) -> None:
+    calls: list[str] = []
+
+    def judge(req: Request) -> float:
+        calls.append(req.messages[-1].content)
+        return 0.1  # a judge that misses every support, as the 1.5B one did on a long chunk
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    egfr = key_of(ctx, "T790M")
+    ctx.state.claims = [
+        # the quote is retyped (not in the passage), the claim itself restates a sentence
+        Claim(
+            text="Osimertinib remains active against tumours with T790M.", citations=[egfr], quote="made up"
+        ),
+        Claim(text="Osimertinib does not remain active against tumours carrying T790M.", citations=[egfr]),
+    ]
+    await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None
+    kept, negated = report.claims
+    assert kept.verdict == Verdict.supported and kept.checks[0].method == "sentence"
+    assert negated.verdict != Verdict.supported and negated.checks[0].method == "judge"
+    assert all("does not remain" in c for c in calls)  # the judge saw only the negated claim
+    assert [c.text for c in ctx.state.claims] == [kept.text]
