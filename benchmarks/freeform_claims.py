@@ -130,13 +130,46 @@ def main() -> None:
         "--withheld", type=Path, default=None, help="the same questions run with --withhold-sources"
     )
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--png", type=Path, default=None, help="with --withheld: the abstention trade-off")
     args = ap.parse_args()
     report: dict[str, Any] = {}
     for path in [*args.runs, *([args.withheld] if args.withheld else [])]:
         report[str(path)] = summarise(_rows(path, args.system))
     if args.withheld:
-        report["gate_curve"] = gate_curve(_rows(args.runs[0], args.system), _rows(args.withheld, args.system))
+        report["gate_curve"] = curve = gate_curve(
+            _rows(args.runs[0], args.system), _rows(args.withheld, args.system)
+        )
+        if args.png:
+            plot(curve, args.png)
     write_report(report, args.out)
+
+
+def plot(curve: dict[str, Any], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name, label in (
+        ("best_summary_score", "best summary score ≥ s"),
+        ("weakest_claim_support", "weakest claim P ≥ t"),
+    ):
+        points = curve[name]
+        xs = [p["correct_present"] / max(curve["present"], 1) for p in points.values()]
+        ys = [p["abstained_withheld"] / max(curve["withheld"], 1) for p in points.values()]
+        ax.plot(xs, ys, marker="o", label=label)
+        for (setting, _), x, y in zip(points.items(), xs, ys, strict=True):
+            ax.annotate(str(setting), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("judge-correct answers, sources present (share of questions)")
+    ax.set_ylabel("abstained, sources withheld (share of questions)")
+    ax.set_title("COVID-QA free-form: stricter gates replayed on both runs")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=120)
 
 
 def _rows(path: Path, system: str) -> list[dict[str, Any]]:
