@@ -88,7 +88,8 @@ class CitationCheck(BaseModel):
     verdict: Verdict
     p_support: float | None = None
     method: str = Field(
-        description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge' or 'judge+quote'."
+        description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge' or "
+        "'judge+quote'."
     )
     suggested_key: str | None = None
 
