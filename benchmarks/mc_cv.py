@@ -46,6 +46,7 @@ from agent.core.evidence import LETTERS
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 THRESHOLDS = (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9)
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+FLOORS = (0.4, 0.45, 0.5, 0.55)
 Rule = Callable[[dict[str, Any]], str | None]
 
 
@@ -86,11 +87,17 @@ def ranked(m: dict[str, Any]) -> list[tuple[float, str]]:
     return sorted(((p, letter) for letter, p in best.items()), reverse=True)
 
 
-def rule(t: float, margin: float, hybrid: bool) -> Rule:
+def rule(t: float, margin: float, hybrid: bool, floor: float | None = None) -> Rule:
+    """``floor``: a best option under ``t`` but at least ``floor`` stands if the answer model picks it."""
+
     def decide(m: dict[str, Any]) -> str | None:
         r = ranked(m)
-        if not r or r[0][0] < t:
+        if not r:
             return None
+        if r[0][0] < t:
+            if floor is None or r[0][0] < floor or m["pick"] is None:
+                return None
+            return m["pick"] if m["pick"] in {other for q, other in r if q == r[0][0]} else None
         p, letter = r[0]
         if p - (r[1][0] if len(r) > 1 else 0.0) >= margin:
             return letter
@@ -172,6 +179,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     ap.add_argument(
+        "--picks",
+        type=Path,
+        default=None,
+        help="picks the run never asked for (mc_pick_replay.py): adds the 'floor' family of rules",
+    )
+    ap.add_argument(
         "--modes",
         default="judge,hybrid",
         help="rule families to choose among; 'hybrid' alone keeps verdict options with the answer model",
@@ -182,12 +195,25 @@ def main() -> None:
     qs = [json.loads(line) for line in args.set.read_text().splitlines()]
     ideals = {q["id"]: q.get("ideal") for q in qs}
     rows = load(args.runs, ideals)
+    if args.picks:
+        replayed = json.loads(args.picks.read_text())["picks"]
+        for r in rows:
+            if r["pick"] is None and r["id"] in replayed:
+                r["pick"] = replayed[r["id"]]
     rules = {
         f"{'hybrid' if h else 'judge'} t={t} m={m}": (rule(t, m, h), t, m)
         for h in (False, True)
         for t in THRESHOLDS
         for m in MARGINS
     }
+    if args.picks:
+        rules |= {
+            f"floor t={t} m={m} f={f}": (rule(t, m, True, f), t, m)
+            for t in THRESHOLDS
+            for m in MARGINS
+            for f in FLOORS
+            if f < t
+        }
     modes = set(args.modes.split(","))
     order = list(range(len(rows)))
     random.Random(0).shuffle(order)
@@ -233,19 +259,15 @@ def main() -> None:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        for h, colour in ((False, "tab:blue"), (True, "tab:orange")):
-            pts = sorted(
-                (g["coverage"], g["precision"])
-                for n, g in whole.items()
-                if n.startswith("hybrid" if h else "judge")
-            )
-            ax.scatter(
-                [c for c, _ in pts],
-                [p for _, p in pts],
-                s=12,
-                color=colour,
-                label="hybrid (judge + pick)" if h else "judge alone",
-            )
+        families = (
+            ("judge", "tab:blue", "judge alone"),
+            ("hybrid", "tab:orange", "hybrid (judge + pick)"),
+            ("floor", "tab:green", "hybrid + pick under the threshold"),
+        )
+        for family, colour, label in families:
+            pts = sorted((g["coverage"], g["precision"]) for n, g in whole.items() if n.split()[0] == family)
+            if pts:
+                ax.scatter([c for c, _ in pts], [p for _, p in pts], s=12, color=colour, label=label)
         for name, marker, label in ((current, "*", "run with"), (chosen, "D", "chosen")):
             g = whole[name]
             ax.scatter(
