@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from agent.core.evidence import insufficient_letter, normalise, quote_in
-from agent.core.prompts import contradiction_messages, judge_messages, sentences
+from agent.core.prompts import answers_messages, contradiction_messages, judge_messages, sentences
 from agent.core.state import (
     NO_ANSWER,
     CitationCheck,
@@ -37,7 +37,7 @@ from agent.core.state import (
 )
 from tools.base import ToolContext, tool
 
-__all__ = ["direct_answer", "verify_citations", "verify_claims"]
+__all__ = ["answers_question", "direct_answer", "verify_citations", "verify_claims"]
 
 
 def _overlap(a: str, b: str) -> float:
@@ -217,6 +217,30 @@ def repair(state: RunState, report: VerificationReport) -> None:
         state.summary = no_answer("no drafted claim is supported by the passage it cites")
 
 
+async def answers_question(ctx: ToolContext, report: VerificationReport) -> None:
+    """Withdraw a free-form answer whose verified claims do not answer the question.
+
+    Each claim is in its passage; together they may still answer another question on the same
+    topic, which is what a run delivers when the answering paper is not in the library. The
+    judge reads the claims against the question alone (``answer.answers_threshold``; the bar
+    is chosen by ``benchmarks/answer_gate.py``). A withdrawn answer counts as a failed check, so
+    the run searches again with new terms while rounds are left, then abstains.
+    """
+    state, threshold = ctx.state, ctx.settings.answer.answers_threshold
+    if threshold is None or state.options or not state.claims:
+        return
+    statement = " ".join(c.text.rstrip().rstrip(".") + "." for c in state.claims)
+    score = await ctx.llm("judge").score_yes(answers_messages(state.question, statement))
+    state.add_usage(score.usage)
+    report.p_answers = score.p_yes
+    if score.p_yes >= threshold:
+        return
+    report.removed_claims.extend(state.claims)
+    report.needs_more_evidence = True
+    state.claims = []
+    state.summary = no_answer(f"the verified claims do not answer the question (P={score.p_yes:.2f})")
+
+
 _KEYS = re.compile(r"\s*\[[^\]]*\]")
 
 
@@ -250,6 +274,7 @@ async def verify_citations(ctx: ToolContext) -> str:
         return "There are no claims to verify."
     report = await verify_claims(ctx, state.claims)
     repair(state, report)
+    await answers_question(ctx, report)
     state.report = report
     c = report.counts
     repaired = c.get("misattributed", 0) + c.get("uncited", 0)
@@ -260,6 +285,8 @@ async def verify_citations(ctx: ToolContext) -> str:
         f"{c.get('fabricated_citations', 0)} fabricated citation(s).",
         f"Faithfulness {report.faithfulness:.2f}; citation precision {report.citation_precision:.2f}.",
     ]
+    if report.p_answers is not None and not state.claims and report.needs_more_evidence:
+        lines.append(f"The verified claims do not answer the question (P={report.p_answers:.2f}): withdrawn.")
     for claim in report.removed_claims:
         lines.append(f"- removed ({claim.verdict}): {claim.text[:150]}")
     return "\n".join(lines)

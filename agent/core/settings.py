@@ -358,6 +358,14 @@ class AnswerSettings(_Section):
         description="Free-form answers with several verified claims open with the draft's one-line "
         "answer, shown only if the judge finds it follows from those claims.",
     )
+    answers_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Free-form answers: judge P(Yes) that the verified claims answer the question, not "
+        "only share its topic; under it the answer is withdrawn and the run searches again or "
+        "abstains. None skips the check.",
+    )
 
 
 class AgentSettings(_Section):

@@ -112,6 +112,9 @@ class VerificationReport(BaseModel):
     repaired: int = 0
     needs_regeneration: bool = False
     needs_more_evidence: bool = False
+    p_answers: float | None = Field(
+        default=None, description="Judge P(Yes) that the verified claims answer the question, when asked."
+    )
 
 
 class Reference(BaseModel):

@@ -159,6 +159,25 @@ async def test_a_draft_no_passage_supports_is_not_rewritten_from_the_same_passag
     assert result.status == Status.insufficient_evidence and "Aspirin" not in result.answer
 
 
+async def test_a_verified_answer_to_another_question_sends_the_run_to_search_then_abstains(
+    index_dir: Path, settings: Settings
+) -> None:
+    """Every claim is in its passage but none answers the question: withdrawn, searched again,
+    and with nothing better found, "insufficient evidence" rather than a true, useless answer."""
+
+    def judge(req: Request) -> float:
+        return 0.1 if "Does the statement answer the question?" in req.messages[-1].content else 0.95
+
+    gated = settings.with_overrides(answer__answers_threshold=0.5)
+    session = make_session(index_dir, gated, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    result = await session.ask(Q)
+    tools = [s.tool for s in result.trace]
+    first_check = tools.index("verify_citations")
+    assert tools[first_check + 1] == "paper_search"
+    assert "do not answer the question" in result.trace[first_check].observation
+    assert result.status == Status.insufficient_evidence and not result.claims
+
+
 async def test_a_re_search_that_finds_nothing_new_does_not_answer_again(
     index_dir: Path, settings: Settings
 ) -> None:

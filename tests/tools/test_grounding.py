@@ -429,3 +429,47 @@ async def test_a_claim_restating_a_passage_sentence_needs_no_judge_but_a_negated
     assert negated.verdict != Verdict.supported and negated.checks[0].method == "judge"
     assert all("does not remain" in c for c in calls)  # the judge saw only the negated claim
     assert [c.text for c in ctx.state.claims] == [kept.text]
+
+
+async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
+    library: Library, settings: Settings
+) -> None:
+    asked: list[str] = []
+
+    def judge(req: Request) -> float:
+        text = req.messages[-1].content
+        if "Does the statement answer the question?" in text:
+            asked.append(text)
+            return 0.9 if "Osimertinib" in text.split("<passage>")[1] else 0.2
+        return 0.95
+
+    gated = settings.model_copy(
+        update={"answer": settings.answer.model_copy(update={"answers_threshold": 0.5})}
+    )
+    for claim, kept in (
+        ("Osimertinib remains active against tumours carrying T790M.", True),
+        ("TP53 triggers apoptosis after DNA damage.", False),  # true, cited, and beside the point
+    ):
+        ctx = make_ctx(library, gated, judge=FunctionLLM(lambda r: "No", score_function=judge))
+        ctx.state.question = "Which drug stays active against T790M tumours?"
+        await gather_evidence(ctx, question="EGFR T790M TP53 osimertinib")
+        key = key_of(ctx, "T790M" if kept else "TP53 encodes")
+        ctx.state.claims = [Claim(text=claim, citations=[key])]
+        observation = await verify_citations(ctx)
+        report = ctx.state.report
+        assert report is not None and report.claims[0].verdict == Verdict.supported
+        assert report.p_answers == (0.9 if kept else 0.2)
+        assert "Which drug stays active" in asked[-1]  # the question itself, beside the claims
+        if kept:
+            assert [c.text for c in ctx.state.claims] == [claim] and not report.needs_more_evidence
+        else:
+            assert ctx.state.claims == [] and report.needs_more_evidence
+            assert ctx.state.summary.startswith("Insufficient evidence") and "withdrawn" in observation
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="TP53 apoptosis")
+    ctx.state.claims = [
+        Claim(text="TP53 triggers apoptosis after DNA damage.", citations=[key_of(ctx, "TP53")])
+    ]
+    calls = len(asked)
+    await verify_citations(ctx)
+    assert len(asked) == calls and ctx.state.claims  # no threshold: no question asked, nothing withdrawn
