@@ -13,7 +13,7 @@ from agent.llm.testing import FunctionLLM, Request
 from tests.agent.conftest import keyword_summary, make_session
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"
-BROKEN = "TP53 apoptosis?"
+BROKEN = "Gefitinib and T790M?"  # any question the scripted answer answers
 
 
 def summary_that_breaks_on(question: str) -> FunctionLLM:

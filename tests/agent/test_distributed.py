@@ -29,7 +29,7 @@ from tests.agent.conftest import good_answer, keyword_judge, keyword_summary
 from tests.tools.conftest import build_three_sources
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"
-BROKEN = "TP53 apoptosis?"
+BROKEN = "Gefitinib and T790M?"  # any question the scripted answer answers
 CRASH = "EGFR gefitinib crash?"
 QUESTIONS = [Q, BROKEN, "EGFR T790M resistance?", "Osimertinib and T790M?"]
 

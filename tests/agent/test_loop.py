@@ -30,7 +30,8 @@ async def test_clean_run(index_dir: Path, settings: Settings) -> None:
     assert "Osimertinib remains active" in answer.answer and "[Egfr2017]" in answer.answer
     assert answer.references[0].key == "Egfr2017" and "@misc{Egfr2017" in answer.references[0].bibtex
     assert {"step", "observation", "done"} <= set(events)
-    assert set(answer.usage) == {"summary", "answer"}  # the verbatim quote needed no judge call
+    # the verbatim quote needed no judge call; the one judge call asks whether the claim answers Q
+    assert set(answer.usage) == {"summary", "answer", "judge"}
     again = Answer.model_validate_json(answer.model_dump_json())
     assert again == answer
     assert "**References**" in answer.to_markdown() and answer._repr_markdown_() == answer.to_markdown()

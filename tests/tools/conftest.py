@@ -75,6 +75,13 @@ def keyword_summary(req: Request) -> dict[str, object]:
 def keyword_judge(req: Request) -> float:
     """P(Yes): high when the claim's distinctive terms occur in the passage."""
     passage = req.messages[-1].content.split("<passage>")[1].split("</passage>")[0].lower()
+    if "Does the statement answer the question?" in req.messages[-1].content:
+        # the answer check: off the question when the claims are about the other topic only
+        asked = req.messages[-1].content.split("Question:")[1].split("<passage>")[0].lower()
+        topics = {"egfr": ("egfr", "t790m", "osimertinib", "gefitinib"), "tp53": ("tp53", "apoptosis")}
+        q = {name for name, terms in topics.items() if any(t in asked for t in terms)}
+        a = {name for name, terms in topics.items() if any(t in passage for t in terms)}
+        return 0.1 if q and a and not q & a else 0.9
     claim = req.messages[-1].content.split("Claim:")[1].lower()
     if "contradict" in req.messages[-1].content.lower().split("claim:")[-1]:
         return 0.05

@@ -141,7 +141,7 @@ async def test_unsupported_and_contradicted_claims_are_removed(library: Library,
 
 
 async def test_uncited_claim_gets_the_right_key(library: Library, settings: Settings) -> None:
-    ctx = make_ctx(library, settings)
+    ctx = make_ctx(library, settings, question="What does TP53 trigger after DNA damage?")
     await gather_evidence(ctx, question="TP53 apoptosis")
     ctx.state.claims = [Claim(text="TP53 triggers apoptosis after DNA damage.", citations=[])]
     await verify_citations(ctx)
@@ -408,6 +408,8 @@ async def test_a_claim_restating_a_passage_sentence_needs_no_judge_but_a_negated
     calls: list[str] = []
 
     def judge(req: Request) -> float:
+        if "Does the statement answer the question?" in req.messages[-1].content:
+            return 0.9
         calls.append(req.messages[-1].content)
         return 0.1  # a judge that misses every support, as the 1.5B one did on a long chunk
 
@@ -465,7 +467,10 @@ async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
         else:
             assert ctx.state.claims == [] and report.needs_more_evidence
             assert ctx.state.summary.startswith("Insufficient evidence") and "withdrawn" in observation
-    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    ungated = settings.model_copy(
+        update={"answer": settings.answer.model_copy(update={"answers_threshold": None})}
+    )
+    ctx = make_ctx(library, ungated, judge=FunctionLLM(lambda r: "No", score_function=judge))
     await gather_evidence(ctx, question="TP53 apoptosis")
     ctx.state.claims = [
         Claim(text="TP53 triggers apoptosis after DNA damage.", citations=[key_of(ctx, "TP53")])

@@ -36,7 +36,7 @@ def test_ask_json_has_the_documented_fields(index_dir: Path) -> None:
     ev = data["evidence"][0]
     assert set(ev) >= {"key", "doc_id", "text"} and ev["page_start"] is None
     assert data["references"][0]["key"] == "Egfr2017"
-    assert set(data["usage"]) == {"summary", "answer"}
+    assert set(data["usage"]) == {"summary", "answer", "judge"}  # judge: does the claim answer the question
 
 
 def test_ask_human_output_shows_steps_answer_and_verification(index_dir: Path) -> None:
