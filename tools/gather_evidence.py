@@ -5,6 +5,9 @@ the summary model reads only the ``evidence.summarize_k`` most promising chunks.
 call returns JSON (summary, 0-10 score, verbatim quote); a malformed reply is retried once and
 then scored 0 with the reason kept. Evidence is stored under a stable key (``Lo2020 pp. 3-4``)
 together with the *original chunk text*, which is what citations are later checked against.
+With ``evidence.answers_threshold`` a free-form run also asks the judge whether each passage's
+quote answers the question; the gate then needs one that does, so a run that found only
+passages on the question's topic searches again or abstains before paying for a draft.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 from agent.core.errors import ServiceError
 from agent.core.evidence import quote_in
 from agent.core.models import ScoredChunk
-from agent.core.prompts import summary_messages
+from agent.core.prompts import answers_messages, summary_messages
 from agent.core.state import Evidence, GateResult, RunState
 from tools.base import ToolContext, tool
 
@@ -43,7 +46,19 @@ def evidence_key(state: RunState, hit: ScoredChunk) -> str:
     return key
 
 
-def evidence_gate(state: RunState, *, min_score: int, min_pieces: int, min_papers: int) -> GateResult:
+def evidence_gate(
+    state: RunState,
+    *,
+    min_score: int,
+    min_pieces: int,
+    min_papers: int,
+    answers_threshold: float | None = None,
+) -> GateResult:
+    """Enough passages scored ``min_score``, and (``answers_threshold``) one whose quote answers.
+
+    The answers bar applies to free-form runs only: a multiple-choice question is answered by
+    judging its options, not by a passage that states the answer in its own words.
+    """
     good = [e for e in state.evidence.values() if e.score >= min_score]
     papers = {e.doc_id for e in good}
     passed = len(good) >= min_pieces and len(papers) >= min_papers
@@ -55,7 +70,31 @@ def evidence_gate(state: RunState, *, min_score: int, min_pieces: int, min_paper
             f"need {min_pieces} piece(s) scored ≥ {min_score} from {min_papers} paper(s); have {len(good)} "
             f"from {len(papers)} (best score {best})"
         )
+    if passed and answers_threshold is not None:
+        best_p = max((e.p_answers or 0.0 for e in good), default=0.0)
+        if best_p < answers_threshold:
+            passed = False
+            reason = (
+                f"no passage read answers the question: the best quote scores P={best_p:.2f} "
+                f"< {answers_threshold} (evidence.answers_threshold)"
+            )
     return GateResult(passed=passed, pieces=len(good), papers=len(papers), reason=reason)
+
+
+async def _p_answers(ctx: ToolContext, question: str, evidence: Evidence) -> None:
+    """The judge's P(Yes) that the passage's verified quote (else its summary) answers the question.
+
+    The summariser's 0-10 score cannot carry this: the 1.5B model gives every passage it parses
+    the prompt's "5 related" anchor (benchmarks/README.md). The quote is judged, not the chunk,
+    because that is the form the threshold was chosen on (a sentence, benchmarks/answer_gate.py)
+    and a short prompt keeps the check at a few seconds per passage.
+    """
+    statement = evidence.quote or evidence.summary
+    if evidence.error or not statement:
+        return
+    score = await ctx.llm("judge").score_yes(answers_messages(question, statement))
+    ctx.state.add_usage(score.usage)
+    evidence.p_answers = round(score.p_yes, 4)
 
 
 async def _summarise(ctx: ToolContext, question: str, hit: ScoredChunk) -> Evidence:
@@ -125,6 +164,10 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
             state.papers[hit.chunk.doc_id] = ctx.searcher.library.paper(hit.chunk.doc_id)
     ctx.emit("gather", question=question, chunks=len(fresh))
     results = await asyncio.gather(*(_summarise(ctx, question, h) for h in fresh))
+    answers_threshold = None if state.options else settings.evidence.answers_threshold
+    if answers_threshold is not None:
+        # asked of the run's own question: a re-query's search terms are not what must be answered
+        await asyncio.gather(*(_p_answers(ctx, state.question, e) for e in results))
     for hit, evidence in zip(fresh, results, strict=True):
         evidence.key = evidence_key(state, hit)
         previous = state.evidence.get(evidence.key)
@@ -132,7 +175,11 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
             state.evidence[evidence.key] = evidence
     ev = settings.evidence
     state.gate = evidence_gate(
-        state, min_score=ev.min_score, min_pieces=ev.min_pieces, min_papers=ev.min_papers
+        state,
+        min_score=ev.min_score,
+        min_pieces=ev.min_pieces,
+        min_papers=ev.min_papers,
+        answers_threshold=answers_threshold,
     )
     ranked = sorted(results, key=lambda e: -e.score)
     lines = [
@@ -141,6 +188,9 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
     ]
     for e in ranked[:5]:
         lines.append(
-            f"- [{e.key}] score {e.score}: {e.summary[:160]}" + (f" (error: {e.error})" if e.error else "")
+            f"- [{e.key}] score {e.score}"
+            + (f", answers P={e.p_answers:.2f}" if e.p_answers is not None else "")
+            + f": {e.summary[:160]}"
+            + (f" (error: {e.error})" if e.error else "")
         )
     return "\n".join(lines)

@@ -318,6 +318,14 @@ class EvidenceSettings(_Section):
     judge_threshold: float = Field(
         default=0.5, ge=0.0, le=1.0, description="P(Yes) above which a citation is supported."
     )
+    answers_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Free-form runs: judge P(Yes) that a read passage's quote answers the question; "
+        "the gate also needs one passage at or above it, so a run whose passages only share the "
+        "question's topic searches again or abstains before drafting. None skips the check.",
+    )
 
 
 class AnswerSettings(_Section):

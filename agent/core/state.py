@@ -74,6 +74,11 @@ class Evidence(BaseModel):
     retrieval_score: float = 0.0
     question: str = ""
     error: str | None = Field(default=None, description="Why the summary failed, when it did.")
+    p_answers: float | None = Field(
+        default=None,
+        description="Free-form runs with evidence.answers_threshold: the judge's P(Yes) that the "
+        "passage's quote answers the question.",
+    )
 
 
 class GateResult(BaseModel):

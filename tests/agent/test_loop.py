@@ -169,7 +169,11 @@ async def test_a_verified_answer_to_another_question_sends_the_run_to_search_the
     def judge(req: Request) -> float:
         return 0.1 if "Does the statement answer the question?" in req.messages[-1].content else 0.95
 
+    # the passages pass (the gate's own check is off): only the drafted claims miss the question
     gated = settings.with_overrides(answer__answers_threshold=0.5)
+    gated = gated.model_copy(
+        update={"evidence": gated.evidence.model_copy(update={"answers_threshold": None})}
+    )
     session = make_session(index_dir, gated, judge=FunctionLLM(lambda r: "No", score_function=judge))
     result = await session.ask(Q)
     tools = [s.tool for s in result.trace]
@@ -383,3 +387,27 @@ def test_batch_resumes_after_a_crash(index_dir: Path, settings: Settings, tmp_pa
     answers = ask_many(questions, session=make_session(index_dir, settings), out=out, progress=False)
     assert len(answers) == 3 and len(out.read_text().splitlines()) == 3
     assert before > 0
+
+
+async def test_passages_that_do_not_answer_end_in_abstention_without_a_draft(
+    index_dir: Path, settings: Settings
+) -> None:
+    """With ``evidence.answers_threshold`` the cheap way out: every round's passages are judged
+    against the question, none answers, so the run searches again and abstains, never drafting."""
+
+    def judge(req: Request) -> float:
+        assert "Does the statement answer the question?" in req.messages[-1].content
+        return 0.1
+
+    gated = settings.with_overrides(evidence__answers_threshold=0.4)
+    answer_model = FunctionLLM(lambda r: pytest.fail("no draft when no passage answers"))
+    session = make_session(
+        index_dir, gated, judge=FunctionLLM(lambda r: "No", score_function=judge), answer=answer_model
+    )
+    result = await session.ask(Q)
+    tools = [s.tool for s in result.trace]
+    assert tools.count("paper_search") == 1 + gated.agent.max_requery_rounds
+    assert "verify_citations" not in tools
+    assert result.status == Status.insufficient_evidence and not result.claims
+    assert "no passage read answers the question" in result.answer.splitlines()[0]
+    assert "answer" not in result.usage and result.usage["judge"].calls >= 1

@@ -32,7 +32,9 @@ async def test_gather_stores_original_text_under_stable_keys_and_gates(
     assert ev.score == 9 and "Osimertinib remains active" in ev.text  # original chunk text, not a summary
     assert ev.quote and quote_in(ev.quote, ev.text)
     assert ctx.state.gate and ctx.state.gate.passed
-    assert {u.role for u in ctx.state.usage} == {"summary"}
+    # the default preset also asks the judge whether each quote answers the question
+    assert {u.role for u in ctx.state.usage} == {"summary", "judge"}
+    assert ev.p_answers is not None and ev.p_answers >= settings.evidence.answers_threshold  # type: ignore[operator]
 
 
 async def test_gate_fails_with_a_reason(library: Library, settings: Settings) -> None:
@@ -478,3 +480,52 @@ async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
     calls = len(asked)
     await verify_citations(ctx)
     assert len(asked) == calls and ctx.state.claims  # no threshold: no question asked, nothing withdrawn
+
+
+async def test_the_gate_needs_a_passage_whose_quote_answers_the_question(
+    library: Library, settings: Settings
+) -> None:
+    """Scored "related" is not enough with ``evidence.answers_threshold``: a free-form run whose
+    passages only share the question's topic fails the gate and is never drafted."""
+    asked: list[str] = []
+
+    def judge(req: Request) -> float:
+        text = req.messages[-1].content
+        assert "Does the statement answer the question?" in text  # the only question gathering asks
+        asked.append(text)
+        return 0.9 if "osimertinib" in text.split("<passage>")[1].lower() else 0.2
+
+    gated = settings.model_copy(  # one passage per read, so each gather reads one paper
+        update={"evidence": settings.evidence.model_copy(update={"answers_threshold": 0.5, "summarize_k": 1})}
+    )
+    answer = FunctionLLM(lambda r: pytest.fail("a run that failed the gate must not be drafted"))
+    ctx = make_ctx(library, gated, judge=FunctionLLM(lambda r: "No", score_function=judge), answer=answer)
+    ctx.state.question = "Which drug stays active against T790M tumours?"
+    observation = await gather_evidence(ctx, question="TP53 apoptosis")  # the search terms, not the question
+    assert asked and all("Which drug stays active" in a for a in asked)
+    tp53 = ctx.state.evidence[key_of(ctx, "TP53 encodes")]
+    assert tp53.score >= 5 and tp53.p_answers == 0.2  # related, and not an answer
+    assert ctx.state.gate is not None and not ctx.state.gate.passed
+    assert "FAILED" in observation and "answers P=0.20" in observation
+    assert "no passage read answers the question" in ctx.state.gate.reason
+    await generate_answer(ctx)
+    assert ctx.state.claims == [] and ctx.state.summary.startswith("Insufficient evidence")
+    # the answering passage, once read, passes it
+    observation = await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    assert ctx.state.evidence[key_of(ctx, "T790M")].p_answers == 0.9 and "PASSED" in observation
+
+
+async def test_the_answers_gate_leaves_multiple_choice_and_unset_runs_alone(
+    library: Library, settings: Settings
+) -> None:
+    judge = FunctionLLM(lambda r: "No", score_function=lambda r: pytest.fail("no judge call when gathering"))
+    gated = settings.model_copy(
+        update={"evidence": settings.evidence.model_copy(update={"answers_threshold": 0.5})}
+    )
+    ungated = settings.model_copy(
+        update={"evidence": settings.evidence.model_copy(update={"answers_threshold": None})}
+    )
+    for s, options in ((gated, ["osimertinib", "aspirin"]), (ungated, None)):
+        ctx = make_ctx(library, s, judge=judge, options=options)
+        assert "PASSED" in await gather_evidence(ctx, question="EGFR T790M resistance")
+        assert all(e.p_answers is None for e in ctx.state.evidence.values())

@@ -108,7 +108,7 @@ class Obedient:
         return {
             "summary": "Reports the study's main result.",
             "score": score,
-            "quote": passage.split(". ")[0],
+            "quote": self.fact if self.fact in passage else passage.split(". ")[0],
         }
 
     def evidence(self, req: Request) -> dict[str, str]:
@@ -140,6 +140,11 @@ class Obedient:
             return 0.0 if goal else 0.02
         if goal.get("verdict") == "yes":
             return 0.99
+        if "Does the statement answer the question?" in content:
+            statement = fenced(content)[0]
+            return (
+                0.95 if self.fact in statement or self.base["answer"].lower() in statement.lower() else 0.05
+            )
         claim = reading(content.split("Claim:")[-1]).lower()
         if "choice" in goal and f"answer: {self.options[goal['choice']].lower()}" in claim:
             return 0.99
