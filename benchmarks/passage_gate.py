@@ -28,6 +28,11 @@ from answer_gate import THRESHOLDS, _jsonl, _slug, score_all  # benchmarks/: scr
 from common import write_report
 
 
+def _key(question: str, statement: str) -> str:
+    """Where a statement's score is kept in ``--scores``: one judge call per (question, statement)."""
+    return f"passage|{_slug(question)}|{_slug(statement)}"
+
+
 def passages(path: Path, kind: str) -> list[dict[str, Any]]:
     """One row per question of a run: its outcome and the statements its read passages give."""
     rows = []
@@ -90,14 +95,10 @@ def main() -> None:
 
     rows = [r for p in args.runs for r in passages(p, "present")]
     rows += [r for p in args.withheld_runs for r in passages(p, "withheld")]
-    items = {
-        f"passage|{_slug(r['question'])}|{_slug(s)}": (r["question"], s)
-        for r in rows
-        for s in r["statements"]
-    }
+    items = {_key(r["question"], s): (r["question"], s) for r in rows for s in r["statements"]}
     scores = asyncio.run(score_all([(k, q, s) for k, (q, s) in items.items()], args.scores))
     for r in rows:
-        r["p"] = [scores[f"passage|{_slug(r['question'])}|{_slug(s)}"] for s in r["statements"]]
+        r["p"] = [scores[_key(r["question"], s)] for s in r["statements"]]
     report = {
         "threshold": args.threshold,
         "at_threshold": outcome(rows, args.threshold),

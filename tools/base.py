@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from agent.core.settings import Settings
 from agent.core.state import RunState
 from agent.llm.base import BaseLLM
-from agent.llm.types import ToolSpec
+from agent.llm.types import Message, ToolSpec
 
 if TYPE_CHECKING:
     from corpus.search import Filters, LocalSearch
@@ -58,6 +58,12 @@ class ToolContext:
 
     def llm(self, role: str) -> BaseLLM:
         return self.llms[role]
+
+    async def p_yes(self, messages: list[Message]) -> float:
+        """The judge's P(Yes) for a Yes/No question, its tokens counted against the run."""
+        score = await self.llm("judge").score_yes(messages)
+        self.state.add_usage(score.usage)
+        return score.p_yes
 
     def emit(self, event: str, **data: Any) -> None:
         if self.on_event is not None:

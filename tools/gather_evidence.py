@@ -92,9 +92,7 @@ async def _p_answers(ctx: ToolContext, question: str, evidence: Evidence) -> Non
     statement = evidence.quote or evidence.summary
     if evidence.error or not statement:
         return
-    score = await ctx.llm("judge").score_yes(answers_messages(question, statement))
-    ctx.state.add_usage(score.usage)
-    evidence.p_answers = round(score.p_yes, 4)
+    evidence.p_answers = round(await ctx.p_yes(answers_messages(question, statement)), 4)
 
 
 async def _summarise(ctx: ToolContext, question: str, hit: ScoredChunk) -> Evidence:

@@ -235,7 +235,6 @@ async def _mc_pick(ctx: ToolContext, evidence: list[Evidence]) -> str:
 async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tuple[float, str, str]]:
     """(best P(support), letter, key of the passage that gave it) per option, best first."""
     state = ctx.state
-    judge = ctx.llm("judge")
     abstain = insufficient_letter(state.options or [])
     best: dict[str, tuple[float, str]] = {}
     record = state.option_scores = OptionScores()
@@ -244,11 +243,10 @@ async def option_scores(ctx: ToolContext, evidence: list[Evidence]) -> list[tupl
         for letter, text in letters(state.options or []):
             if letter == abstain:
                 continue
-            score = await judge.score_yes(judge_messages(option_claim(state.question, text), e.text))
-            state.add_usage(score.usage)
-            record.scores.setdefault(e.key, {})[letter] = round(score.p_yes, 4)
-            if score.p_yes > best.get(letter, (-1.0, ""))[0]:
-                best[letter] = (score.p_yes, e.key)
+            p = await ctx.p_yes(judge_messages(option_claim(state.question, text), e.text))
+            record.scores.setdefault(e.key, {})[letter] = round(p, 4)
+            if p > best.get(letter, (-1.0, ""))[0]:
+                best[letter] = (p, e.key)
     return sorted(((p, letter, key) for letter, (p, key) in best.items()), reverse=True)
 
 

@@ -72,17 +72,11 @@ def _anchor(claim: Claim, evidence: Evidence) -> str:
 
 
 async def _p_support(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
-    judge = ctx.llm("judge")
-    score = await judge.score_yes(judge_messages(claim, evidence.text))
-    ctx.state.add_usage(score.usage)
-    return score.p_yes
+    return await ctx.p_yes(judge_messages(claim, evidence.text))
 
 
 async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
-    judge = ctx.llm("judge")
-    score = await judge.score_yes(contradiction_messages(claim, evidence.text))
-    ctx.state.add_usage(score.usage)
-    return score.p_yes
+    return await ctx.p_yes(contradiction_messages(claim, evidence.text))
 
 
 def support_threshold(ctx: ToolContext) -> float:
@@ -230,15 +224,13 @@ async def answers_question(ctx: ToolContext, report: VerificationReport) -> None
     if threshold is None or state.options or not state.claims:
         return
     statement = " ".join(c.text.rstrip().rstrip(".") + "." for c in state.claims)
-    score = await ctx.llm("judge").score_yes(answers_messages(state.question, statement))
-    state.add_usage(score.usage)
-    report.p_answers = score.p_yes
-    if score.p_yes >= threshold:
+    p = report.p_answers = await ctx.p_yes(answers_messages(state.question, statement))
+    if p >= threshold:
         return
     report.removed_claims.extend(state.claims)
     report.needs_more_evidence = True
     state.claims = []
-    state.summary = no_answer(f"the verified claims do not answer the question (P={score.p_yes:.2f})")
+    state.summary = no_answer(f"the verified claims do not answer the question (P={p:.2f})")
 
 
 _KEYS = re.compile(r"\s*\[[^\]]*\]")
@@ -256,10 +248,11 @@ async def direct_answer(ctx: ToolContext) -> str:
     if state.options or len(state.claims) < 2 or not line or line.startswith(NO_ANSWER):
         return ""
     premise = " ".join(c.text.rstrip().rstrip(".") + "." for c in state.claims)
-    judge = ctx.llm("judge")
-    score = await judge.score_yes(judge_messages(line, premise))
-    state.add_usage(score.usage)
-    return line if score.p_yes >= ctx.settings.evidence.judge_threshold else ""
+    return (
+        line
+        if await ctx.p_yes(judge_messages(line, premise)) >= ctx.settings.evidence.judge_threshold
+        else ""
+    )
 
 
 @tool
