@@ -23,7 +23,7 @@ from agent.core.models import ScoredChunk
 from corpus.embeddings import Embedder
 from corpus.store import Library
 
-__all__ = ["BM25", "Filters", "LocalSearch", "Method", "tokenize"]
+__all__ = ["BM25", "Filters", "LocalSearch", "Method", "singular", "tokenize"]
 
 Method = Literal["bm25", "dense", "hybrid"]
 
@@ -38,6 +38,21 @@ _STOP = frozenset(_STOP_WORDS.split())
 
 def tokenize(text: str) -> list[str]:
     return [t for t in re.findall(r"[a-z0-9]+(?:[-'][a-z0-9]+)*", text.lower()) if t not in _STOP]
+
+
+def singular(term: str) -> str:
+    """``term`` without a plural (or third-person) ``s``: "inhibitors" and "inhibitor" match.
+
+    Deliberately light: "viruses" → "virus", "studies" → "study", "diseases" → "disease"; words
+    that end in -ss, -us or -is keep their s.
+    """
+    if len(term) <= 3 or not term.endswith("s") or term.endswith(("ss", "us", "is")):
+        return term
+    if term.endswith("ies") and len(term) > 4:
+        return term[:-3] + "y"
+    if term.endswith("es") and term[:-2].endswith(("s", "x", "ch", "sh")):
+        return term[:-2]
+    return term[:-1]
 
 
 class BM25:
@@ -64,9 +79,39 @@ class BM25:
         c = np.asarray(cols, dtype=np.int64)
         df = np.bincount(c, minlength=len(vocab)).astype(np.float32)
         idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        self.n = n
+        self._df = df
+        self._singular_df: dict[str, float] | None = None
         denom = tf_values + k1 * (1 - b + b * lengths[r] / max(avgdl, 1e-9))
         weights = idf[c] * tf_values * (k1 + 1) / denom
         self.matrix = sparse.csc_matrix((weights, (r, c)), shape=(n, len(vocab)), dtype=np.float32)
+
+    def _idf_of(self, term: str) -> float:
+        """IDF of a term's singular form, from the chunks holding any of its forms (the most
+        frequent form's count stands in for their union); a form no chunk holds has df 0."""
+        if self._singular_df is None:
+            by_form: dict[str, float] = {}
+            for t, col in self.vocab.items():
+                s = singular(t)
+                by_form[s] = max(by_form.get(s, 0.0), float(self._df[col]))
+            self._singular_df = by_form
+        df = self._singular_df.get(term, 0.0)
+        return float(np.log(1.0 + (self.n - df + 0.5) / (df + 0.5)))
+
+    def coverage(self, query: str, text: str) -> float:
+        """IDF-weighted share of ``query``'s terms that ``text`` holds, in [0, 1].
+
+        A passage that answers a question holds its rare terms; a passage that only shares its
+        topic holds the common ones. Unlike a BM25 score this is comparable across questions (a
+        long question does not score higher), so one threshold can serve them all. Plurals match
+        their singular. A term the library never saw counts at full weight: no passage holds it.
+        """
+        terms = {singular(t) for t in tokenize(query)}
+        if not terms:
+            return 1.0
+        held = {singular(t) for t in tokenize(text)}
+        weights = {t: self._idf_of(t) for t in terms}
+        return sum(w for t, w in weights.items() if t in held) / sum(weights.values())
 
     def scores(self, query: str) -> np.ndarray:
         cols = [self.vocab[t] for t in set(tokenize(query)) if t in self.vocab]

@@ -5,6 +5,10 @@ the summary model reads only the ``evidence.summarize_k`` most promising chunks.
 call returns JSON (summary, 0-10 score, verbatim quote); a malformed reply is retried once and
 then scored 0 with the reason kept. Evidence is stored under a stable key (``Lo2020 pp. 3-4``)
 together with the *original chunk text*, which is what citations are later checked against.
+With ``evidence.min_coverage`` a free-form run reads only chunks that hold enough of the
+question's rare terms (IDF-weighted, from the library's BM25 statistics): on full-text papers
+that share one topic, a chunk without them is about the topic, not the answer, and when no chunk
+has them the gate fails before any model call.
 With ``evidence.answers_threshold`` a free-form run also asks the judge whether each passage's
 quote answers the question; the gate then needs one that does, so a run that found only
 passages on the question's topic searches again or abstains before paying for a draft.
@@ -21,7 +25,12 @@ from agent.core.prompts import answers_messages, summary_messages
 from agent.core.state import Evidence, GateResult, RunState
 from tools.base import ToolContext, tool
 
-__all__ = ["SUMMARY_SCHEMA", "evidence_gate", "gather_evidence"]
+__all__ = ["COVERAGE_MIN_CHUNKS", "SUMMARY_SCHEMA", "evidence_gate", "gather_evidence"]
+
+# Below this many chunks the coverage floor is not applied: document frequencies from a handful
+# of chunks cannot tell a rare term from a common word the few papers happen not to use ("works"
+# is unseen in a one-paper library), and reading such a library's top chunks is cheap anyway.
+COVERAGE_MIN_CHUNKS = 100
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -154,6 +163,14 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         mmr_lambda=settings.retrieval.mmr_lambda,
     )
     state = ctx.state
+    floor = 0.0 if state.options else settings.evidence.min_coverage
+    uncovered: float | None = None  # the best coverage, when the floor left no chunk to read
+    if floor > 0 and hits and len(ctx.searcher.library.chunks) >= COVERAGE_MIN_CHUNKS:
+        # measured against the run's own question: a re-query's terms are not what must be answered
+        bm25 = ctx.searcher.bm25()
+        coverage = [bm25.coverage(state.question, h.chunk.text) for h in hits]
+        hits = [h for h, c in zip(hits, coverage, strict=True) if c >= floor]
+        uncovered = None if hits else max(coverage)
     # A chunk is read again only for a new question: a re-query may find it relevant after all.
     known = {e.chunk_id for e in state.evidence.values() if e.question == question}
     fresh = [h for h in hits if h.chunk.chunk_id not in known][: settings.evidence.summarize_k]
@@ -179,6 +196,13 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         min_papers=ev.min_papers,
         answers_threshold=answers_threshold,
     )
+    if uncovered is not None and not state.gate.passed:
+        state.gate = state.gate.model_copy(
+            update={
+                "reason": f"no retrieved passage holds enough of the question's terms: best "
+                f"coverage {uncovered:.2f} < {floor} (evidence.min_coverage)"
+            }
+        )
     ranked = sorted(results, key=lambda e: -e.score)
     lines = [
         f"Read {len(fresh)} new passage(s); evidence gate "

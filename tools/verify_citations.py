@@ -22,6 +22,7 @@ tells the loop whether to regenerate or to search again.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from agent.core.evidence import insufficient_letter, normalise, quote_in
 from agent.core.prompts import answers_messages, contradiction_messages, judge_messages, sentences
@@ -50,10 +51,31 @@ def _overlap(a: str, b: str) -> float:
 _NEGATION = re.compile(r"\b(?:not|no|never|without|neither|nor|cannot|none|unlikely)\b|n't\b", re.IGNORECASE)
 
 
+def _pairs_kept(a: str, b: str) -> float:
+    """Share of ``a``'s adjacent content-word pairs that are adjacent in ``b`` too.
+
+    Shared words alone are not enough: "Hepcidin stimulates the release of hepcidin" has every
+    content word of "Fe levels stimulate the synthesis of hepcidin and reduce Fe release" and
+    says something the passage does not (a COVID-QA answer, once delivered). Word pairs keep
+    the sentence's structure but let a clause move ("According to X, Y" restated as "Y
+    according to X" keeps all but one pair).
+    """
+    wa = [w for w in normalise(a).split() if len(w) > 2]
+    wb = [w for w in normalise(b).split() if len(w) > 2]
+    pa = list(pairwise(wa))
+    if not pa:
+        return 1.0
+    pb = set(pairwise(wb))
+    return sum(p in pb for p in pa) / len(pa)
+
+
 def _restates(claim: str, sentence: str) -> bool:
-    """Does ``claim`` restate ``sentence``: its content words there, and the same negations?"""
-    return _overlap(claim, sentence) >= 0.8 and len(_NEGATION.findall(claim)) == len(
-        _NEGATION.findall(sentence)
+    """Does ``claim`` restate ``sentence``: its content words there, most of them in the same
+    order, and the same negations?"""
+    return (
+        _overlap(claim, sentence) >= 0.8
+        and _pairs_kept(claim, sentence) >= 0.5
+        and len(_NEGATION.findall(claim)) == len(_NEGATION.findall(sentence))
     )
 
 

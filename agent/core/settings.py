@@ -318,6 +318,15 @@ class EvidenceSettings(_Section):
     judge_threshold: float = Field(
         default=0.5, ge=0.0, le=1.0, description="P(Yes) above which a citation is supported."
     )
+    min_coverage: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Free-form runs: a retrieved chunk is read only when it holds at least this "
+        "IDF-weighted share of the question's terms; when none does, the gate fails without a "
+        "model call, so a question the library cannot answer is searched again or abstains "
+        "cheaply. 0 reads every chunk.",
+    )
     answers_threshold: float | None = Field(
         default=None,
         ge=0.0,

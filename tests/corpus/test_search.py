@@ -31,6 +31,27 @@ def test_tokenize_and_bm25_rank_exact_terms() -> None:
     assert scores.argmax() == 2 and scores[1] == 0
 
 
+def test_coverage_weighs_a_questions_rare_terms_and_ignores_its_length() -> None:
+    texts = [
+        "kelch13 mutations slow parasite clearance in malaria",
+        "malaria parasite clearance is slow in some patients",
+        "malaria parasite drug resistance spreads",
+    ]
+    bm25 = BM25(texts)
+    question = "Which kelch13 mutations slow malaria parasite clearance?"
+    answering, topical = (bm25.coverage(question, t) for t in texts[:2])
+    assert answering == pytest.approx(1.0)
+    assert 0.0 < topical < 0.7  # every common word, none of the rare ones
+    # a longer question with the same terms repeated covers the same share
+    assert bm25.coverage(
+        question + " kelch13 malaria", "kelch13 mutations slow parasite clearance malaria"
+    ) == (pytest.approx(1.0))
+    # a term no chunk holds weighs the most: no passage can answer a question about it
+    unseen = bm25.coverage("alphavirus malaria", "malaria parasite clearance")
+    assert unseen < 0.5
+    assert bm25.coverage("the of and", "anything") == 1.0  # no terms: nothing to hold
+
+
 @pytest.mark.parametrize("method", ["bm25", "dense", "hybrid"])
 def test_each_method_finds_the_right_paper(searcher: LocalSearch, method: str) -> None:
     hits = searcher.search("T790M resistance osimertinib", k=3, method=method)  # type: ignore[arg-type]

@@ -59,6 +59,8 @@ def settings() -> Settings:
         evidence__min_score=5,
         evidence__min_pieces=1,
         evidence__min_papers=1,
+        # the coverage floor has its own test; the others read passages off the run's question
+        evidence__min_coverage=0.0,
     )
 
 

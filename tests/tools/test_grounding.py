@@ -1,4 +1,5 @@
 import json
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -433,6 +434,36 @@ async def test_a_claim_restating_a_passage_sentence_needs_no_judge_but_a_negated
     assert [c.text for c in ctx.state.claims] == [kept.text]
 
 
+async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
+    library: Library, settings: Settings
+) -> None:
+    judged: list[str] = []
+
+    def judge(req: Request) -> float:
+        if "Does the statement answer the question?" in req.messages[-1].content:
+            return 0.9
+        judged.append(req.messages[-1].content)
+        return 0.1
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="EGFR T790M gefitinib erlotinib")
+    key = key_of(ctx, "T790M")
+    # every content word of "The T790M mutation confers resistance to gefitinib and erlotinib",
+    # in an order that says something else
+    salad = "Erlotinib confers the T790M mutation to gefitinib resistance."
+    moved = (
+        "Resistance to gefitinib and erlotinib is conferred, according to the passage, by the T790M mutation."
+    )
+    ctx.state.claims = [Claim(text=salad, citations=[key]), Claim(text=moved, citations=[key])]
+    await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None
+    shuffled, reordered = report.claims
+    assert shuffled.checks[0].method == "judge" and shuffled.verdict != Verdict.supported
+    assert any("Erlotinib confers the T790M" in c for c in judged)
+    assert reordered.checks[0].method == "judge"  # a passive rewrite is the judge's to weigh too
+
+
 async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
     library: Library, settings: Settings
 ) -> None:
@@ -527,3 +558,47 @@ async def test_the_answers_gate_leaves_multiple_choice_and_unset_runs_alone(
         ctx = make_ctx(library, s, judge=judge, options=options)
         assert "PASSED" in await gather_evidence(ctx, question="EGFR T790M resistance")
         assert all(e.p_answers is None for e in ctx.state.evidence.values())
+
+
+async def test_the_coverage_floor_reads_only_chunks_holding_the_questions_terms(
+    library: Library, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``evidence.min_coverage`` a free-form run skips chunks without the question's rare
+    terms; when no chunk has them the gate fails before any model is called."""
+    ctx = make_ctx(
+        library,
+        settings.model_copy(update={"evidence": settings.evidence.model_copy(update={"min_coverage": 0.6})}),
+        question="Which alphavirus vaccines protect macaques?",
+    )
+    await gather_evidence(ctx, question="EGFR T790M TP53 kinase")
+    assert ctx.state.evidence  # three chunks: too few for document frequencies, the floor waits
+    monkeypatch.setattr(sys.modules["tools.gather_evidence"], "COVERAGE_MIN_CHUNKS", 1)
+    floored = settings.model_copy(
+        update={"evidence": settings.evidence.model_copy(update={"min_coverage": 0.6})}
+    )
+    read: list[str] = []
+
+    def summary(req: Request) -> dict[str, object]:
+        read.append(req.messages[-1].content)
+        return keyword_summary(req)
+
+    no_model = FunctionLLM(lambda r: pytest.fail("nothing to summarise, so no model call"))
+    ctx = make_ctx(library, floored, summary=no_model, question="Which alphavirus vaccines protect macaques?")
+    observation = await gather_evidence(ctx, question="alphavirus vaccines macaques")
+    assert ctx.state.evidence == {} and ctx.state.gate is not None and not ctx.state.gate.passed
+    assert "evidence.min_coverage" in ctx.state.gate.reason and "FAILED" in observation
+    await generate_answer(ctx)
+    assert ctx.state.claims == [] and ctx.state.summary.startswith("Insufficient evidence")
+
+    # the EGFR chunk holds the question's terms, the TP53 and injection chunks do not: only it is read
+    ctx = make_ctx(
+        library, floored, summary=FunctionLLM(summary), question="Does osimertinib stay active against T790M?"
+    )
+    assert "PASSED" in await gather_evidence(ctx, question="osimertinib T790M TP53 kinase")
+    assert len(read) == 1 and "Osimertinib remains active" in read[0]
+    # multiple choice is judged option by option: the floor leaves it alone
+    ctx = make_ctx(
+        library, floored, question="Which alphavirus vaccines protect macaques?", options=["a", "b"]
+    )
+    await gather_evidence(ctx, question="EGFR T790M TP53 kinase")
+    assert len(ctx.state.evidence) == 3

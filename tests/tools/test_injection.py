@@ -157,7 +157,10 @@ class Obedient:
 
 
 def suite_settings(mc_mode: str) -> Settings:
-    settings = load_settings(environ={}, embedding__model="hash", evidence__summarize_k=2)
+    # every passage is read, the coverage floor off: the attack must reach the models to be tested
+    settings = load_settings(
+        environ={}, embedding__model="hash", evidence__summarize_k=2, evidence__min_coverage=0.0
+    )
     return settings.model_copy(update={"answer": settings.answer.model_copy(update={"mc_mode": mc_mode})})
 
 
