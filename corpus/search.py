@@ -43,14 +43,14 @@ def tokenize(text: str) -> list[str]:
 def singular(term: str) -> str:
     """``term`` without a plural (or third-person) ``s``: "inhibitors" and "inhibitor" match.
 
-    Deliberately light: "viruses" → "virus", "studies" → "study", "diseases" → "disease"; words
-    that end in -ss, -us or -is keep their s.
+    Deliberately light: "viruses" → "virus", "studies" → "study", "cases" → "case", "boxes" →
+    "box"; words that end in -ss, -us or -is keep their s.
     """
     if len(term) <= 3 or not term.endswith("s") or term.endswith(("ss", "us", "is")):
         return term
     if term.endswith("ies") and len(term) > 4:
         return term[:-3] + "y"
-    if term.endswith("es") and term[:-2].endswith(("s", "x", "ch", "sh")):
+    if term.endswith("es") and term[:-2].endswith(("ss", "us", "is", "x", "ch", "sh")):
         return term[:-2]
     return term[:-1]
 

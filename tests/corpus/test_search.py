@@ -7,7 +7,7 @@ from agent.core.settings import Settings
 from corpus.build import build_index
 from corpus.embeddings import HashEmbedder
 from corpus.index import VectorIndex
-from corpus.search import BM25, Filters, LocalSearch, tokenize
+from corpus.search import BM25, Filters, LocalSearch, singular, tokenize
 from corpus.store import Library
 
 
@@ -50,6 +50,12 @@ def test_coverage_weighs_a_questions_rare_terms_and_ignores_its_length() -> None
     unseen = bm25.coverage("alphavirus malaria", "malaria parasite clearance")
     assert unseen < 0.5
     assert bm25.coverage("the of and", "anything") == 1.0  # no terms: nothing to hold
+    # plurals match their singular, both ways
+    assert bm25.coverage("kelch13 mutation", "kelch13 mutations") == pytest.approx(1.0)
+    assert bm25.coverage("parasites", "one parasite") == pytest.approx(1.0)
+    forms = ["viruses", "studies", "diseases", "cases", "classes", "boxes", "virus", "analysis", "gas"]
+    expected = ["virus", "study", "disease", "case", "class", "box", "virus", "analysis", "gas"]
+    assert [singular(w) for w in forms] == expected
 
 
 @pytest.mark.parametrize("method", ["bm25", "dense", "hybrid"])
