@@ -56,10 +56,9 @@ def reformulate(question: str, tried: list[str], ctx: ToolContext) -> str | None
     if ctx.searcher is not None:
         bm25 = ctx.searcher.bm25()
         n = bm25.matrix.shape[0]
-        df = (bm25.matrix > 0).sum(axis=0).A1 if n else []
         for t in terms:
             col = bm25.vocab.get(t)
-            idf[t] = math.log(1 + n / (1 + df[col])) if col is not None else 0.0
+            idf[t] = math.log(1 + n / (1 + float(bm25.df[col]))) if col is not None else 0.0
     rare = sorted(terms, key=lambda t: -idf.get(t, len(t)))
     candidates = [" ".join(rare[:6]), " ".join(rare[:3]), " ".join(rare[:2]), " ".join(rare[3:9]), rare[0]]
     for query in candidates:

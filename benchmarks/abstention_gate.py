@@ -32,15 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import DATA, covidqa_searcher, highest_bar, write_report  # benchmarks/common.py
 
-from agent.core.settings import load_settings
-from corpus.build import build_index
-from corpus.embeddings import make_embedder
 from corpus.search import Filters, LocalSearch
-from corpus.store import Library
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 FEATURES = ("dense", "bm25")
 
 
@@ -61,9 +56,7 @@ def trade_off(rows: list[dict[str, Any]], feature: str, t: float) -> tuple[float
 
 def choose(rows: list[dict[str, Any]], feature: str, max_loss: float) -> float:
     """The highest threshold that stops at most ``max_loss`` of the answerable questions."""
-    values = sorted(r["answerable"][feature] for r in rows)
-    allowed_stops = int(max_loss * len(values))
-    return values[allowed_stops] if allowed_stops < len(values) else values[-1]
+    return highest_bar([r["answerable"][feature] for r in rows], max_loss)
 
 
 def main() -> None:
@@ -76,14 +69,7 @@ def main() -> None:
     ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
 
-    settings = load_settings(environ={})
-    root = args.work / f"chunks{settings.chunking.chunk_chars}"
-    build_index([DATA / "corpus" / "covidqa-papers-dev.jsonl.gz"], root, settings)
-    lib = Library.open(root)
-    searcher = LocalSearch(
-        lib, make_embedder(lib.manifest.embedder), hybrid_weight=settings.retrieval.hybrid_weight
-    )
-    searcher.bm25()
+    searcher = covidqa_searcher(args.work)
     qs = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
     qs = qs[: args.limit] if args.limit else qs
     t0 = time.perf_counter()

@@ -32,17 +32,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import DATA, covidqa_searcher, highest_bar, write_report  # benchmarks/common.py
 
 from agent.core.evidence import normalise
 from agent.core.settings import load_settings
 from agent.rules import reformulate
-from corpus.build import build_index
-from corpus.embeddings import make_embedder
 from corpus.search import Filters, LocalSearch
-from corpus.store import Library
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def replay(searcher: LocalSearch, q: dict[str, Any], exclude: set[str], settings: Any) -> list[list[Any]]:
@@ -80,12 +75,6 @@ def read_hit(q: dict[str, Any], rounds: list[list[Any]], floor: float, read_k: i
     return any(d in q["sources"] and span in normalise(t) for d, t in read)
 
 
-def choose(present: list[float], max_loss: float) -> float:
-    """The highest threshold that stops at most ``max_loss`` of the answerable questions."""
-    values = sorted(present)
-    return values[int(max_loss * len(values))]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, required=True, help="folder for the index (reused if built)")
@@ -99,12 +88,7 @@ def main() -> None:
         raise SystemExit(f"needs {DATA} (../shared/data)")
 
     settings = load_settings(environ={})
-    root = args.work / f"chunks{settings.chunking.chunk_chars}"
-    build_index([DATA / "corpus" / "covidqa-papers-dev.jsonl.gz"], root, settings)
-    lib = Library.open(root)
-    searcher = LocalSearch(
-        lib, make_embedder(lib.manifest.embedder), hybrid_weight=settings.retrieval.hybrid_weight
-    )
+    searcher = covidqa_searcher(args.work)
     qs = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
     qs = qs[: args.limit] if args.limit else qs
     t0 = time.perf_counter()
@@ -131,7 +115,7 @@ def main() -> None:
         per_fold = []
         for i, held in enumerate(folds):
             held_set = set(held)
-            t = choose([r["present"] for j, r in enumerate(rows) if j not in held_set], max_loss)
+            t = highest_bar([r["present"] for j, r in enumerate(rows) if j not in held_set], max_loss)
             test = [rows[j] for j in held]
             per_fold.append(
                 {
@@ -141,7 +125,7 @@ def main() -> None:
                     "answerable_stopped": round(statistics.mean(r["present"] < t for r in test), 3),
                 }
             )
-        t_all = choose([r["present"] for r in rows], max_loss)
+        t_all = highest_bar([r["present"] for r in rows], max_loss)
         read_k = settings.evidence.summarize_k
         cv[str(max_loss)] = {
             "folds": per_fold,

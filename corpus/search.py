@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import sparse
@@ -55,6 +55,11 @@ def singular(term: str) -> str:
     return term[:-1]
 
 
+def _idf(n: int, df: Any) -> Any:
+    """BM25's IDF for ``df`` of ``n`` chunks: a scalar or an array, as given."""
+    return np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 class BM25:
     """Okapi BM25 with precomputed per-(doc, term) weights in a sparse CSC matrix."""
 
@@ -78,9 +83,9 @@ class BM25:
         r = np.asarray(rows, dtype=np.int64)
         c = np.asarray(cols, dtype=np.int64)
         df = np.bincount(c, minlength=len(vocab)).astype(np.float32)
-        idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        idf = _idf(n, df)
         self.n = n
-        self._df = df
+        self.df = df  # chunks holding each vocabulary term, by column
         self._singular_df: dict[str, float] | None = None
         denom = tf_values + k1 * (1 - b + b * lengths[r] / max(avgdl, 1e-9))
         weights = idf[c] * tf_values * (k1 + 1) / denom
@@ -93,10 +98,9 @@ class BM25:
             by_form: dict[str, float] = {}
             for t, col in self.vocab.items():
                 s = singular(t)
-                by_form[s] = max(by_form.get(s, 0.0), float(self._df[col]))
+                by_form[s] = max(by_form.get(s, 0.0), float(self.df[col]))
             self._singular_df = by_form
-        df = self._singular_df.get(term, 0.0)
-        return float(np.log(1.0 + (self.n - df + 0.5) / (df + 0.5)))
+        return float(_idf(self.n, self._singular_df.get(term, 0.0)))
 
     def coverage(self, query: str, text: str) -> float:
         """IDF-weighted share of ``query``'s terms that ``text`` holds, in [0, 1].

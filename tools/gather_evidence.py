@@ -62,11 +62,14 @@ def evidence_gate(
     min_pieces: int,
     min_papers: int,
     answers_threshold: float | None = None,
+    uncovered: tuple[float, float] | None = None,
 ) -> GateResult:
     """Enough passages scored ``min_score``, and (``answers_threshold``) one whose quote answers.
 
     The answers bar applies to free-form runs only: a multiple-choice question is answered by
-    judging its options, not by a passage that states the answer in its own words.
+    judging its options, not by a passage that states the answer in its own words. ``uncovered``
+    (best coverage, floor) says that the coverage floor left this round nothing to read: a failed
+    gate then gives that as its reason.
     """
     good = [e for e in state.evidence.values() if e.score >= min_score]
     papers = {e.doc_id for e in good}
@@ -79,6 +82,11 @@ def evidence_gate(
             f"need {min_pieces} piece(s) scored ≥ {min_score} from {min_papers} paper(s); have {len(good)} "
             f"from {len(papers)} (best score {best})"
         )
+        if uncovered is not None:
+            reason = (
+                f"no retrieved passage holds enough of the question's terms: best coverage "
+                f"{uncovered[0]:.2f} < {uncovered[1]} (evidence.min_coverage)"
+            )
     if passed and answers_threshold is not None:
         best_p = max((e.p_answers or 0.0 for e in good), default=0.0)
         if best_p < answers_threshold:
@@ -164,13 +172,13 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
     )
     state = ctx.state
     floor = 0.0 if state.options else settings.evidence.min_coverage
-    uncovered: float | None = None  # the best coverage, when the floor left no chunk to read
+    uncovered: tuple[float, float] | None = None  # (best coverage, floor) when none was read
     if floor > 0 and hits and len(ctx.searcher.library.chunks) >= COVERAGE_MIN_CHUNKS:
         # measured against the run's own question: a re-query's terms are not what must be answered
         bm25 = ctx.searcher.bm25()
         coverage = [bm25.coverage(state.question, h.chunk.text) for h in hits]
         hits = [h for h, c in zip(hits, coverage, strict=True) if c >= floor]
-        uncovered = None if hits else max(coverage)
+        uncovered = None if hits else (max(coverage), floor)
     # A chunk is read again only for a new question: a re-query may find it relevant after all.
     known = {e.chunk_id for e in state.evidence.values() if e.question == question}
     fresh = [h for h in hits if h.chunk.chunk_id not in known][: settings.evidence.summarize_k]
@@ -195,14 +203,8 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         min_pieces=ev.min_pieces,
         min_papers=ev.min_papers,
         answers_threshold=answers_threshold,
+        uncovered=uncovered,
     )
-    if uncovered is not None and not state.gate.passed:
-        state.gate = state.gate.model_copy(
-            update={
-                "reason": f"no retrieved passage holds enough of the question's terms: best "
-                f"coverage {uncovered:.2f} < {floor} (evidence.min_coverage)"
-            }
-        )
     ranked = sorted(results, key=lambda e: -e.score)
     lines = [
         f"Read {len(fresh)} new passage(s); evidence gate "

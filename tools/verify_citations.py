@@ -41,9 +41,14 @@ from tools.base import ToolContext, tool
 __all__ = ["answers_question", "direct_answer", "verify_citations", "verify_claims"]
 
 
+def _content(text: str) -> list[str]:
+    """The words of ``text`` that carry content: longer than two letters, in order."""
+    return [w for w in normalise(text).split() if len(w) > 2]
+
+
 def _overlap(a: str, b: str) -> float:
     """Share of ``a``'s content words that also occur in ``b``."""
-    wa = {w for w in normalise(a).split() if len(w) > 2}
+    wa = set(_content(a))
     wb = set(normalise(b).split())
     return len(wa & wb) / len(wa) if wa else 0.0
 
@@ -60,12 +65,10 @@ def _pairs_kept(a: str, b: str) -> float:
     the sentence's structure but let a clause move ("According to X, Y" restated as "Y
     according to X" keeps all but one pair).
     """
-    wa = [w for w in normalise(a).split() if len(w) > 2]
-    wb = [w for w in normalise(b).split() if len(w) > 2]
-    pa = list(pairwise(wa))
+    pa = list(pairwise(_content(a)))
     if not pa:
         return 1.0
-    pb = set(pairwise(wb))
+    pb = set(pairwise(_content(b)))
     return sum(p in pb for p in pa) / len(pa)
 
 
