@@ -61,7 +61,7 @@ def _pairs_kept(a: str, b: str) -> float:
 
     Shared words alone are not enough: "Hepcidin stimulates the release of hepcidin" has every
     content word of "Fe levels stimulate the synthesis of hepcidin and reduce Fe release" and
-    says something the passage does not (a COVID-QA answer, once delivered). Word pairs keep
+    says something the passage does not (a COVID-QA claim that a bag-of-words rule accepts). Word pairs keep
     the sentence's structure but let a clause move ("According to X, Y" restated as "Y
     according to X" keeps all but one pair).
     """
