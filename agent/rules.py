@@ -4,7 +4,8 @@ A policy (the fixed pipeline or the agent model) only proposes the next tool. Th
 plain code, so they hold the same with a 1.5B local model and a frontier model:
 
 * **forced steps**, taken before the policy is asked: an unverified draft is verified; a
-  citation check that removed claims a rewrite can fix (a fabricated or missing citation) has
+  citation check that removed claims a rewrite can fix (a fabricated or missing citation, or a
+  claim that says what its passage discusses instead of what it found) has
   the draft rewritten with them as feedback, at most ``agent.max_regenerate_rounds`` times;
 * **re-query**: while the evidence gate has failed, or the citation check left no claim
   standing, an answer or an end the policy proposes becomes a search with a reformulated
@@ -27,10 +28,11 @@ from dataclasses import dataclass
 
 from agent.core.evidence import offered_evidence
 from agent.core.settings import Settings
-from agent.core.state import Verdict, VerificationReport
+from agent.core.state import Claim, Verdict, VerificationReport
 from agent.policy import Action
 from corpus.search import tokenize
 from tools.base import ToolContext
+from tools.verify_citations import DESCRIBES_SOURCE
 
 __all__ = ["Refusal", "Rulebook", "reformulate"]
 
@@ -92,13 +94,19 @@ class Rulebook:
         """Can a rewrite from the same passages fix the removed claims?
 
         A fabricated key or a claim without citations is the draft's fault, and a rewrite told so
-        can fix it. A claim the judge found no offered passage supporting is the evidence's
+        can fix it; so can a claim that says what its passage discusses instead of what it found
+        (the summariser writes its summaries that way, and the draft copies them), when no other
+        claim survived. A claim the
+        judge found no offered passage supporting is the evidence's
         fault: on covidqa-dev a rewrite from the same passages never produced a supported claim
         (0 of 8) and once lost the one claim that had passed, so by default the run re-queries.
         """
         if self.rewrite_unsupported:
             return True
-        return any(c.verdict is Verdict.fabricated or not c.citations for c in report.removed_claims)
+        if any(c.verdict is Verdict.fabricated or not c.citations for c in report.removed_claims):
+            return True
+        # a claim that only described its passage needs a rewrite when nothing else was left
+        return report.needs_more_evidence and any(_describes_source(c) for c in report.removed_claims)
 
     def forced(self, ctx: ToolContext) -> Action | None:
         """The step that must run next, before the policy is asked; None when nothing is forced."""
@@ -115,9 +123,7 @@ class Rulebook:
             and progress.regenerations < self.max_regenerate_rounds
             and not state.options  # feedback reaches free text only; a pick changes with new evidence
         ):
-            feedback = "\n".join(
-                f"- {c.verdict.value if c.verdict else ''}: {c.text}" for c in report.removed_claims
-            )
+            feedback = "\n".join(_problem(c) for c in report.removed_claims)
             return Action(
                 "generate_answer", {"feedback": feedback}, reason="citation check failed: regenerate"
             )
@@ -207,3 +213,14 @@ class Rulebook:
             progress.answered_from = _offered_keys(ctx)
         elif action.tool == "verify_citations":
             progress.verified = True
+
+
+def _describes_source(claim: Claim) -> bool:
+    return any(check.method == DESCRIBES_SOURCE for check in claim.checks)
+
+
+def _problem(claim: Claim) -> str:
+    """One line of rewrite feedback: what was wrong with a removed claim."""
+    if _describes_source(claim):
+        return f"- says what the passage is about, not what it found; state the finding itself: {claim.text}"
+    return f"- {claim.verdict.value if claim.verdict else ''}: {claim.text}"

@@ -38,7 +38,50 @@ from agent.core.state import (
 )
 from tools.base import ToolContext, tool
 
-__all__ = ["answers_question", "direct_answer", "verify_citations", "verify_claims"]
+__all__ = [
+    "DESCRIBES_SOURCE",
+    "answers_question",
+    "describes_source",
+    "direct_answer",
+    "verify_citations",
+    "verify_claims",
+]
+
+# The check method of a free-form claim that reports what its source is about instead of what it
+# found; rules.Rulebook lets a rewrite fix it, since the draft, not the evidence, is at fault.
+DESCRIBES_SOURCE = "describes-source"
+
+_SOURCE_TALK = re.compile(
+    r"^\s*(?:in\s+)?(?:the|this|that|these|each|both)\s+"
+    r"(?:passage|text|excerpt|evidence|source|document|article|paper|study|review|section|authors?)s?\s+"
+    r"(?:also\s+|further\s+|mainly\s+|primarily\s+|briefly\s+)?"
+    r"(?:discuss|describe|mention|highlight|outline|explore|address|emphasi[sz]e|summari[sz]e|touche?|talk"
+    r"|focuse?|provide|give|offer|contain|present)(?:s|d|ed|es)?\b"
+    r"(?!\s+that\b)",
+    re.IGNORECASE,
+)
+_INFORMATIVE = re.compile(
+    r"^\s*\S+\s+\S+\s+(?:\w+\s+)?(?:provide|give|offer|contain|present)(?:s|d|ed|es)?\s+"
+    r"(?:(?:an?|the|some|more|further|detailed|useful|valuable)\s+)*"
+    r"(?:information|details?|overview|insights?|data|evidence|discussion|description|examples?)\b",
+    re.IGNORECASE,
+)
+_DISCOURSE = re.compile(r"\b(?:provide|give|offer|contain|present)(?:s|d|ed|es)?\b", re.IGNORECASE)
+
+
+def describes_source(text: str) -> bool:
+    """Does a claim say what its passage is about ("The passage discusses X") instead of a finding?
+
+    The summariser often writes its one-line summary that way and the answer model copies it into
+    a claim. Such a claim is true of the passage, so the judge passes it, and the answer judge
+    takes it for an answer; but it tells a reader only where to look. "The study found that X"
+    states X and is not caught; "The study provides data on X" is.
+    """
+    match = _SOURCE_TALK.match(text)
+    if match is None:
+        return False
+    # provide/give/offer/contain/present only count with "information", "details", an "overview"…
+    return not _DISCOURSE.search(match.group()) or bool(_INFORMATIVE.match(text))
 
 
 def _content(text: str) -> list[str]:
@@ -129,8 +172,23 @@ async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> 
     return None
 
 
+def _source_talk(state: RunState, claim: Claim) -> Claim:
+    """A claim that describes its source fails every citation without a model call."""
+    claim.checks = [
+        CitationCheck(key=key, verdict=Verdict.fabricated, method="unknown-key")
+        if key not in state.evidence
+        else CitationCheck(key=key, verdict=Verdict.unsupported, method=DESCRIBES_SOURCE)
+        for key in dict.fromkeys(claim.citations)
+    ]
+    verdicts = {c.verdict for c in claim.checks}
+    claim.verdict = Verdict.fabricated if verdicts == {Verdict.fabricated} else Verdict.unsupported
+    return claim
+
+
 async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
     state, threshold = ctx.state, support_threshold(ctx)
+    if not state.options and describes_source(claim.text):
+        return _source_talk(state, claim)
     checks: list[CitationCheck] = []
     judged: dict[str, Evidence] = {}  # what each key's claim was judged against
     for key in dict.fromkeys(claim.citations):

@@ -93,8 +93,8 @@ class CitationCheck(BaseModel):
     verdict: Verdict
     p_support: float | None = None
     method: str = Field(
-        description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge' or "
-        "'judge+quote'."
+        description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge', "
+        "'judge+quote' or 'describes-source' (says what the passage discusses, not what it found)."
     )
     suggested_key: str | None = None
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 import pytest
 
 from agent.core.settings import Settings
-from agent.core.state import Claim, Evidence, GateResult, RunState, Verdict, VerificationReport
+from agent.core.state import (
+    CitationCheck,
+    Claim,
+    Evidence,
+    GateResult,
+    RunState,
+    Verdict,
+    VerificationReport,
+)
 from agent.policy import Action
 from agent.rules import Refusal, Rulebook, reformulate
 from tools.base import ToolContext
+from tools.verify_citations import DESCRIBES_SOURCE
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"
 ANSWER = Action("generate_answer")
@@ -79,6 +88,25 @@ def test_a_claim_no_passage_supports_sends_the_run_to_search_not_to_a_rewrite(
     rewriting = Rulebook.from_settings(settings.with_overrides(agent={"rewrite_unsupported": True}))
     forced = rewriting.forced(ctx)
     assert forced is not None and forced.tool == "generate_answer"
+
+
+def test_a_claim_describing_its_passage_is_rewritten_with_a_reason(
+    settings: Settings, rules: Rulebook
+) -> None:
+    report = dropped("The passage discusses EGFR inhibitors.", Verdict.unsupported)
+    report.removed_claims[0].checks = [
+        CitationCheck(key="Nowhere2020 p. 1", verdict=Verdict.unsupported, method=DESCRIBES_SOURCE)
+    ]
+    ctx = make_ctx(settings, report=report, queries_tried=[Q])
+    ctx.state.progress.answered = ctx.state.progress.verified = True
+    forced = rules.forced(ctx)  # the draft's fault, unlike a claim no passage supports
+    assert forced is not None and forced.tool == "generate_answer"
+    assert forced.arguments == {
+        "feedback": "- says what the passage is about, not what it found; state the finding itself: "
+        "The passage discusses EGFR inhibitors."
+    }
+    report.needs_more_evidence = False  # another claim survived: dropping this one is enough
+    assert rules.forced(ctx) is None
 
 
 def test_a_multiple_choice_pick_is_not_regenerated(settings: Settings, rules: Rulebook) -> None:

@@ -14,7 +14,7 @@ from tests.tools.conftest import keyword_summary, make_ctx
 from tools.base import ToolContext, ToolRetry, tool
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer, polarity_options
-from tools.verify_citations import verify_citations
+from tools.verify_citations import DESCRIBES_SOURCE, describes_source, verify_citations
 
 
 def key_of(ctx, word: str) -> str:  # type: ignore[no-untyped-def]
@@ -462,6 +462,53 @@ async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
     assert shuffled.checks[0].method == "judge" and shuffled.verdict != Verdict.supported
     assert any("Erlotinib confers the T790M" in c for c in judged)
     assert reordered.checks[0].method == "judge"  # a passive rewrite is the judge's to weigh too
+
+
+@pytest.mark.parametrize(
+    ("claim", "describes"),
+    [
+        ("The passage discusses examples of attenuated poxvirus vaccine delivery vectors.", True),
+        ("The passage provides information about the structure of the coronavirus.", True),
+        ("This study highlights the importance of hand washing.", True),
+        ("The study provides data on the incidence of MERS.", True),
+        ("The authors describe a new method for detecting coronavirus.", True),
+        # a finding, however it is introduced
+        ("The study found that masks reduced transmission by 40%.", False),
+        ("The passage describes that remdesivir inhibits the viral polymerase.", False),
+        ("The study presents a 40% reduction in mortality.", False),
+        ("The authors reviewed the complete article for important intellectual content.", False),
+        ("The goal of the vaccine is to elicit anti-peptide antibodies.", False),
+        ("Studies discuss the role of ACE2.", False),
+    ],
+)
+def test_a_claim_about_what_its_passage_discusses_is_recognised(claim: str, describes: bool) -> None:
+    assert describes_source(claim) is describes
+
+
+async def test_a_claim_that_describes_its_passage_is_removed_without_a_judge_call(
+    library: Library, settings: Settings
+) -> None:
+    judged: list[str] = []
+
+    def judge(req: Request) -> float:
+        judged.append(req.messages[-1].content)
+        return 0.95  # a judge that would pass it: the passage does discuss T790M
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    key = key_of(ctx, "T790M")
+    meta = "The passage discusses the T790M mutation and osimertinib."
+    ctx.state.claims = [Claim(text=meta, citations=[key, "Nowhere2020"])]
+    observation = await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None and not judged
+    (claim,) = report.claims
+    assert claim.verdict == Verdict.unsupported
+    assert [(c.key, c.verdict, c.method) for c in claim.checks] == [
+        (key, Verdict.unsupported, DESCRIBES_SOURCE),
+        ("Nowhere2020", Verdict.fabricated, "unknown-key"),
+    ]
+    assert ctx.state.claims == [] and report.needs_regeneration and "removed (unsupported)" in observation
 
 
 async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
