@@ -98,6 +98,22 @@ def evidence_gate(
     return GateResult(passed=passed, pieces=len(good), papers=len(papers), reason=reason)
 
 
+def _to_read(state: RunState, question: str, hits: list[ScoredChunk], k: int) -> list[ScoredChunk]:
+    """The hits to summarise: each chunk is read once per run.
+
+    Asked again, the same question reads further down its ranking (the ``k`` best unread hits).
+    A new question (a re-query's) reads what is new among its own ``k`` best, and keeps what was
+    read before as it stands. Re-reading those under the re-query's wording repeated the first
+    round at the full price: on covidqa-dev, 58 of 68 re-queries after a failed citation check
+    re-read the same two chunks, ~30 s each time, and none of those re-reads led to an answer
+    (benchmarks/README.md, "Reading each passage once").
+    """
+    read = {e.chunk_id for e in state.evidence.values()}
+    if any(e.question == question for e in state.evidence.values()):
+        return [h for h in hits if h.chunk.chunk_id not in read][:k]
+    return [h for h in hits[:k] if h.chunk.chunk_id not in read]
+
+
 async def _p_answers(ctx: ToolContext, question: str, evidence: Evidence) -> None:
     """The judge's P(Yes) that the passage's verified quote (else its summary) answers the question.
 
@@ -179,9 +195,7 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         coverage = [bm25.coverage(state.question, h.chunk.text) for h in hits]
         hits = [h for h, c in zip(hits, coverage, strict=True) if c >= floor]
         uncovered = None if hits else (max(coverage), floor)
-    # A chunk is read again only for a new question: a re-query may find it relevant after all.
-    known = {e.chunk_id for e in state.evidence.values() if e.question == question}
-    fresh = [h for h in hits if h.chunk.chunk_id not in known][: settings.evidence.summarize_k]
+    fresh = _to_read(state, question, hits, settings.evidence.summarize_k)
     for hit in fresh:
         if hit.chunk.doc_id not in state.papers:
             state.papers[hit.chunk.doc_id] = ctx.searcher.library.paper(hit.chunk.doc_id)

@@ -70,12 +70,13 @@ async def test_an_answer_of_several_claims_opens_with_its_verified_one_line_answ
     assert set(answer.usage) == {"summary", "answer", "judge"}
 
 
-async def test_gate_fails_then_a_reformulated_search_passes(index_dir: Path, settings: Settings) -> None:
+async def test_a_re_query_reads_only_passages_it_has_not_read(index_dir: Path, settings: Settings) -> None:
+    read: list[str] = []
+
     def picky_summary(req: Request) -> object:
+        read.append(req.messages[-1].content)
         out = keyword_summary(req)
-        question = req.messages[-1].content.split("Source:")[0]
-        if "(" not in question:  # the first, verbatim question scores everything low
-            out["score"] = 2
+        out["score"] = 2  # nothing is good enough: the gate fails and the run searches again
         return out
 
     session = make_session(index_dir, settings, summary=FunctionLLM(picky_summary))
@@ -84,8 +85,10 @@ async def test_gate_fails_then_a_reformulated_search_passes(index_dir: Path, set
     assert tools[:4] == ["paper_search", "gather_evidence", "paper_search", "gather_evidence"]
     queries = [s.arguments["query"] for s in answer.trace if s.tool == "paper_search"]
     assert queries[0] == Q and queries[1] != Q and "t790m" in queries[1]
-    assert "FAILED" in answer.trace[1].observation and "PASSED" in answer.trace[3].observation
-    assert answer.status == Status.answered
+    assert "FAILED" in answer.trace[1].observation and answer.trace[1].observation.startswith("Read 3 new")
+    # the re-query's best passages are the three already read: they are not read again
+    assert answer.trace[3].observation.startswith("Read 0 new") and "FAILED" in answer.trace[3].observation
+    assert len(read) == 3 and answer.status == Status.insufficient_evidence
 
 
 async def test_gate_never_passes_gives_insufficient_evidence(index_dir: Path, settings: Settings) -> None:

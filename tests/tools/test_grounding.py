@@ -36,6 +36,26 @@ async def test_gather_stores_original_text_under_stable_keys_and_gates(
     assert {u.role for u in ctx.state.usage} == {"summary"}
 
 
+async def test_each_chunk_is_read_once_per_run(library: Library, settings: Settings) -> None:
+    asked: list[str] = []
+
+    def summary(req: Request) -> object:
+        asked.append(req.messages[-1].content)
+        return keyword_summary(req)
+
+    one = settings.with_overrides(evidence__summarize_k=1)
+    ctx = make_ctx(library, one, summary=FunctionLLM(summary))
+    await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    first = {e.chunk_id for e in ctx.state.evidence.values()}
+    assert len(asked) == 1 and len(first) == 1
+    # the same question again reads further down its ranking
+    await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    assert len(asked) == 2 and len(ctx.state.evidence) == 2
+    # a re-query whose best chunk was read already reads nothing
+    await gather_evidence(ctx, question="EGFR T790M osimertinib (t790m osimertinib)")
+    assert len(asked) == 2 and {e.chunk_id for e in ctx.state.evidence.values()} >= first
+
+
 async def test_gate_fails_with_a_reason(library: Library, settings: Settings) -> None:
     strict = settings.model_copy(update={"evidence": settings.evidence.model_copy(update={"min_papers": 3})})
     ctx = make_ctx(library, strict)
