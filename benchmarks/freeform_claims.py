@@ -24,6 +24,8 @@ from typing import Any
 
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
+from tools.verify_citations import describes_source
+
 _DRAFTED = re.compile(r"Drafted (\d+) claim\(s\)(?: \(from (\d+) drafted\))?")
 _FRAGMENTS = re.compile(r"(\d+) sentence fragment\(s\) dropped")
 
@@ -68,6 +70,16 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "answers_with_several_claims": sum(n >= 2 for n in claims),
         "answers_citing_several_papers": sum(n >= 2 for n in papers),
         "direct_answer_shown": sum(bool((r.get("answer") or {}).get("direct")) for r in answered),
+        # "The passage discusses X": verify_citations drops these (method describes-source)
+        "answers_with_a_claim_describing_its_source": sum(
+            any(describes_source(c.get("text", "")) for c in r["answer"].get("claims") or [])
+            for r in answered
+        ),
+        "rewrites_for_claims_describing_their_source": sum(
+            "says what the passage is about" in str((s.get("arguments") or {}).get("feedback", ""))
+            for r in rows
+            for s in (r.get("answer") or {}).get("trace") or []
+        ),
         "drafts": drafts,
         "drafts_split_or_merged": split,
         "fragments_dropped": fragments,
