@@ -33,9 +33,11 @@ __all__ = ["LoadedModel", "LocalLLM", "load_model"]
 T = TypeVar("T")
 
 
-# Saved KV states, one per system prompt (summary, answer, judge…). Each holds a whole call's
-# tokens (~28 KB per token for the 1.5B Qwen), so a handful of prompts stays under ~250 MB.
-MAX_SAVED_PREFIXES = 8
+# Saved KV states, one per system prompt (summary, answer, judge, the answer check, the
+# contradiction check, and in a bench the three RAGAS prompts…). Each holds a whole call's tokens
+# (~28 KB per token for the 1.5B Qwen, ~30 MB for a typical call), so twelve stay under ~400 MB.
+# With eight, a bench run's RAGAS prompts pushed the answer prompt out before the next question.
+MAX_SAVED_PREFIXES = 12
 # Loading a state costs a few milliseconds; below this many extra tokens it is not worth it.
 MIN_PREFIX_GAIN = 16
 
@@ -88,6 +90,7 @@ class LoadedModel:
         state = self.saved.get(key)
         if state is None:
             return live
+        self.saved[key] = self.saved.pop(key)  # most recently used last: evicted last
         gain = _common(state.tokens, tokens)
         if gain < live + MIN_PREFIX_GAIN:
             return live

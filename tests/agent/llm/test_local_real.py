@@ -106,7 +106,7 @@ async def test_a_role_switch_starts_from_that_roles_saved_state(
     plain_texts, plain_scores, plain_cached = await interleaved()
     assert not model.saved
     model.llama.reset()
-    monkeypatch.setattr(local, "MAX_SAVED_PREFIXES", 8)
+    monkeypatch.setattr(local, "MAX_SAVED_PREFIXES", 12)
     texts, scores, cached = await interleaved()
     assert texts == plain_texts
     assert scores == pytest.approx(plain_scores, abs=0.02)
