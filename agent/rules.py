@@ -4,8 +4,7 @@ A policy (the fixed pipeline or the agent model) only proposes the next tool. Th
 plain code, so they hold the same with a 1.5B local model and a frontier model:
 
 * **forced steps**, taken before the policy is asked: an unverified draft is verified; a
-  citation check that removed claims a rewrite can fix (a fabricated or missing citation, or a
-  claim that says what its passage discusses instead of what it found) has
+  citation check that removed claims a rewrite can fix (a fabricated or missing citation) has
   the draft rewritten with them as feedback, at most ``agent.max_regenerate_rounds`` times;
 * **re-query**: while the evidence gate has failed, or the citation check left no claim
   standing, an answer or an end the policy proposes becomes a search with a reformulated
@@ -94,19 +93,17 @@ class Rulebook:
         """Can a rewrite from the same passages fix the removed claims?
 
         A fabricated key or a claim without citations is the draft's fault, and a rewrite told so
-        can fix it; so can a claim that says what its passage discusses instead of what it found
-        (the summariser writes its summaries that way, and the draft copies them), when no other
-        claim survived. A claim the
+        can fix it. A claim that says what its passage discusses instead of what it found is not
+        rewritten either: told so, the 1.5B model wrote the same kind of claim again in all 6
+        rewrites tried on covidqa-dev (it copies the summariser's "The passage discusses…"). A
+        claim the
         judge found no offered passage supporting is the evidence's
         fault: on covidqa-dev a rewrite from the same passages never produced a supported claim
         (0 of 8) and once lost the one claim that had passed, so by default the run re-queries.
         """
         if self.rewrite_unsupported:
             return True
-        if any(c.verdict is Verdict.fabricated or not c.citations for c in report.removed_claims):
-            return True
-        # a claim that only described its passage needs a rewrite when nothing else was left
-        return report.needs_more_evidence and any(_describes_source(c) for c in report.removed_claims)
+        return any(c.verdict is Verdict.fabricated or not c.citations for c in report.removed_claims)
 
     def forced(self, ctx: ToolContext) -> Action | None:
         """The step that must run next, before the policy is asked; None when nothing is forced."""

@@ -403,9 +403,8 @@ class AgentSettings(_Section):
     rewrite_unsupported: bool = Field(
         default=False,
         description="Also rewrite a draft whose removed claims no offered passage supports; off: "
-        "only a fabricated or missing citation, or a draft whose only claims described their "
-        "passage, is rewritten; unsupported claims send the run to a re-query (rewrites from the "
-        "same passages rescued 0 of 8 drafts on covidqa-dev).",
+        "only a fabricated or missing citation is rewritten, unsupported claims send the run to a "
+        "re-query (rewrites from the same passages rescued 0 of 8 drafts on covidqa-dev).",
     )
 
 

@@ -90,23 +90,25 @@ def test_a_claim_no_passage_supports_sends_the_run_to_search_not_to_a_rewrite(
     assert forced is not None and forced.tool == "generate_answer"
 
 
-def test_a_claim_describing_its_passage_is_rewritten_with_a_reason(
-    settings: Settings, rules: Rulebook
-) -> None:
+def test_a_claim_describing_its_passage_sends_the_run_to_search(settings: Settings, rules: Rulebook) -> None:
     report = dropped("The passage discusses EGFR inhibitors.", Verdict.unsupported)
     report.removed_claims[0].checks = [
         CitationCheck(key="Nowhere2020 p. 1", verdict=Verdict.unsupported, method=DESCRIBES_SOURCE)
     ]
     ctx = make_ctx(settings, report=report, queries_tried=[Q])
     ctx.state.progress.answered = ctx.state.progress.verified = True
-    forced = rules.forced(ctx)  # the draft's fault, unlike a claim no passage supports
+    assert rules.forced(ctx) is None  # a rewrite wrote the same kind of claim again
+    requery = rules.check(ctx, None)
+    assert requery is not None and requery.tool == "paper_search"
+    # rewritten for a fabricated key, the draft is also told what was wrong with this claim
+    report.removed_claims.append(Claim(text="Aspirin cures lung cancer.", verdict=Verdict.fabricated))
+    report.removed_claims[-1].citations = ["Nowhere2020 p. 1"]
+    forced = rules.forced(ctx)
     assert forced is not None and forced.tool == "generate_answer"
     assert forced.arguments == {
         "feedback": "- says what the passage is about, not what it found; state the finding itself: "
-        "The passage discusses EGFR inhibitors."
+        "The passage discusses EGFR inhibitors.\n- fabricated: Aspirin cures lung cancer."
     }
-    report.needs_more_evidence = False  # another claim survived: dropping this one is enough
-    assert rules.forced(ctx) is None
 
 
 def test_a_multiple_choice_pick_is_not_regenerated(settings: Settings, rules: Rulebook) -> None:
