@@ -93,13 +93,12 @@ class Rulebook:
         """Can a rewrite from the same passages fix the removed claims?
 
         A fabricated key or a claim without citations is the draft's fault, and a rewrite told so
-        can fix it. A claim that says what its passage discusses instead of what it found is not
-        rewritten either: told so, the 1.5B model wrote the same kind of claim again in all 6
-        rewrites tried on covidqa-dev (it copies the summariser's "The passage discusses…"). A
-        claim the
-        judge found no offered passage supporting is the evidence's
+        can fix it. A claim the judge found no offered passage supporting is the evidence's
         fault: on covidqa-dev a rewrite from the same passages never produced a supported claim
         (0 of 8) and once lost the one claim that had passed, so by default the run re-queries.
+        So does a claim that says what its passage discusses instead of what it found: told so,
+        the 1.5B model wrote the same kind of claim again in all 7 rewrites tried on covidqa-dev
+        (it copies the summariser's "The passage discusses…").
         """
         if self.rewrite_unsupported:
             return True
