@@ -9,9 +9,9 @@ state after each system prompt's last call. This script replays that call order 
 questions (the project's own prompts: ``summary_messages`` over the two best chunks of the
 source paper, ``answer_messages`` over their summaries, ``judge_messages`` on the draft's
 summary line against each chunk), once with the saved states off (``MAX_SAVED_PREFIXES = 0``, the
-live cache only) and once on, alternating which goes first per question. It reports the median
-seconds per question, the prompt tokens evaluated and reused, and whether every reply and judge
-score matched between the two.
+live cache only) and once on, each over the same questions in a row, as a run meets them (a role's
+saved state serves the next question). It reports the median seconds per question after the
+first, the prompt tokens reused, and whether every reply and judge score matched between the two.
 """
 
 from __future__ import annotations
@@ -73,18 +73,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     random.Random(args.seed).shuffle(qs)
     llm = LocalLLM("qwen2.5-coder-1.5b", models_dir=settings.models_dir, n_ctx=settings.llm.local.n_ctx)
     model = llm.loaded()
-    rows = []
     shipped = local.MAX_SAVED_PREFIXES
-    for n, q in enumerate(qs[: args.questions]):
+    work = []
+    for q in qs[: args.questions]:
         hits = searcher.search(q["question"], k=2, filters=Filters(include_doc_ids=set(q["sources"])))
-        chunks = [h.chunk.text for h in hits]
-        result: dict[str, Any] = {}
-        for cap in (0, shipped) if n % 2 == 0 else (shipped, 0):
-            local.MAX_SAVED_PREFIXES = cap
-            model.saved.clear()
-            model.llama.reset()
-            result["on" if cap else "off"] = await one_question(llm, q["question"], chunks)
-        off, on = result["off"], result["on"]
+        work.append((q, [h.chunk.text for h in hits]))
+    results: dict[str, list[dict[str, Any]]] = {}
+    # the same questions in a row, as a run meets them: a role's saved state serves the next question
+    for name, cap in (("off", 0), ("on", shipped)):
+        local.MAX_SAVED_PREFIXES = cap
+        model.saved.clear()
+        model.llama.reset()
+        results[name] = [await one_question(llm, q["question"], chunks) for q, chunks in work]
+    local.MAX_SAVED_PREFIXES = shipped
+    rows = []
+    for (q, _), off, on in zip(work, results["off"], results["on"], strict=True):
         rows.append(
             {
                 "id": q["id"],
@@ -100,6 +103,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             }
         )
         print(rows[-1], flush=True)
+    rows = rows[1:]  # the first question starts cold either way
     off_s = statistics.median(r["seconds_off"] for r in rows)
     on_s = statistics.median(r["seconds_on"] for r in rows)
     return {
