@@ -3,9 +3,7 @@
 One ``Llama`` instance per model file per process, behind a one-thread executor: llama.cpp is
 not re-entrant, and a single worker thread is an async queue that works from any event loop
 (``ask()`` in a REPL and in Jupyter run on different loops). Consecutive calls that share a
-prompt prefix (the judge's system prompt, the few-shot examples) reuse llama.cpp's KV cache, and
-a call that switches role starts from the state saved after that role's last call
-(:class:`LoadedModel`).
+prompt prefix (the judge's system prompt, the few-shot examples) reuse llama.cpp's KV cache.
 """
 
 from __future__ import annotations
@@ -33,42 +31,9 @@ __all__ = ["LoadedModel", "LocalLLM", "load_model"]
 T = TypeVar("T")
 
 
-# Saved KV states, one per system prompt (summary, answer, judge, the answer check, the
-# contradiction check, and in a bench the three RAGAS prompts…). Each holds a whole call's tokens
-# (~28 KB per token for the 1.5B Qwen, ~30 MB for a typical call), so twelve stay under ~400 MB.
-# With eight, a bench run's RAGAS prompts pushed the answer prompt out before the next question.
-MAX_SAVED_PREFIXES = 12
-# Loading a state costs a few milliseconds; below this many extra tokens it is not worth it.
-MIN_PREFIX_GAIN = 16
-
-
-@dataclass
-class _SavedState:
-    tokens: list[int]
-    data: Any  # a ctypes byte array from llama_state_get_data
-    size: int
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 @dataclass
 class LoadedModel:
-    """A llama.cpp model and the single worker thread that may touch it.
-
-    llama.cpp keeps one KV cache, so a call reuses only the prefix it shares with the call just
-    before it. A run interleaves roles (summarise, answer, judge), each with its own long system
-    prompt, and would evaluate each prompt again on every switch: the answer prompt alone is ~300
-    tokens, ~4 s on two cores. ``saved`` keeps the state after the last call of each system
-    prompt, and a call whose prompt shares more with a saved state than with the live cache
-    starts from that state instead.
-    """
+    """A llama.cpp model and the single worker thread that may touch it."""
 
     path: Path
     llama: Any
@@ -76,51 +41,6 @@ class LoadedModel:
     formatter: Any
     yes_ids: list[int] = field(default_factory=list)
     no_ids: list[int] = field(default_factory=list)
-    saved: dict[str, _SavedState] = field(default_factory=dict)
-
-    def restore(self, key: str, tokens: list[int]) -> int:
-        """Load the state saved under ``key`` if it shares more of ``tokens`` than the live cache.
-
-        Returns the tokens of ``tokens`` the cache now holds (worker thread only).
-        """
-        import llama_cpp
-
-        llama = self.llama
-        live = _common(llama._input_ids.tolist(), tokens)
-        state = self.saved.get(key)
-        if state is None:
-            return live
-        self.saved[key] = self.saved.pop(key)  # most recently used last: evicted last
-        gain = _common(state.tokens, tokens)
-        if gain < live + MIN_PREFIX_GAIN:
-            return live
-        if llama_cpp.llama_state_set_data(llama._ctx.ctx, state.data, state.size) != state.size:
-            self.saved.pop(key, None)
-            llama.reset()
-            return 0
-        llama.n_tokens = len(state.tokens)
-        llama.input_ids[: len(state.tokens)] = state.tokens
-        # the saved logits are not the live ones: make the next decode refresh them
-        llama._requires_eval = True
-        return gain
-
-    def remember(self, key: str) -> None:
-        """Save the live state under ``key``, replacing that prompt's previous one (worker thread)."""
-        import ctypes
-
-        import llama_cpp
-
-        llama = self.llama
-        if llama.n_tokens == 0:
-            return
-        ctx = llama._ctx.ctx
-        capacity = llama_cpp.llama_state_get_size(ctx)
-        data = (ctypes.c_uint8 * capacity)()
-        size = llama_cpp.llama_state_get_data(ctx, data, capacity)
-        self.saved.pop(key, None)
-        self.saved[key] = _SavedState(tokens=llama._input_ids.tolist(), data=data, size=int(size))
-        while len(self.saved) > MAX_SAVED_PREFIXES:
-            self.saved.pop(next(iter(self.saved)))
 
     async def run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
@@ -211,11 +131,6 @@ def _tools_prompt(tools: list[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
-def _prefix_key(chat: list[dict[str, str]]) -> str:
-    """Which saved state a prompt may start from: its system prompt (calls of a role share it)."""
-    return chat[0]["content"] if chat and chat[0]["role"] == "system" else ""
-
-
 def _chat_messages(messages: list[Message]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for m in messages:
@@ -291,13 +206,9 @@ class LocalLLM(BaseLLM):
                     "content": chat[0]["content"] + "\n\n" + chat.pop(1)["content"],
                 }
 
-        key = _prefix_key(chat)
-
         def run() -> tuple[dict[str, Any], int, float]:
             before = model.perf()
             timer = self._timer()
-            prompt = model.formatter(messages=chat).prompt
-            model.restore(key, model.llama.tokenize(prompt.encode(), special=True))
             kwargs: dict[str, Any] = {
                 "messages": chat,
                 "max_tokens": max_tokens,
@@ -307,7 +218,6 @@ class LocalLLM(BaseLLM):
             if schema is not None:
                 kwargs["response_format"] = {"type": "json_object", "schema": schema}
             result = model.llama.create_chat_completion(**kwargs)
-            model.remember(key)
             after = model.perf()
             return result, after[0] - before[0], timer.elapsed
 
@@ -345,24 +255,25 @@ class LocalLLM(BaseLLM):
         """P(Yes) from the next-token logits after the chat prompt, normalised over Yes/No tokens."""
         model = await asyncio.to_thread(self.loaded) if self._loaded is None else self._loaded
 
-        chat = _chat_messages(messages)
-        key = _prefix_key(chat)
-
         def run() -> tuple[float, int, int, float]:
             timer = self._timer()
             llama = model.llama
-            prompt = model.formatter(messages=chat).prompt
+            prompt = model.formatter(messages=_chat_messages(messages)).prompt
             tokens = llama.tokenize(prompt.encode(), add_bos=False, special=True)
             if len(tokens) >= llama.n_ctx():
                 raise MalformedResponseError(
                     f"judge prompt of {len(tokens)} tokens exceeds n_ctx={llama.n_ctx()}",
                     model=self.name,
                 )
-            # reuse the KV cache for the prefix shared with the previous call or a saved state
-            prefix = min(model.restore(key, tokens), len(tokens) - 1)
+            # reuse the KV cache for the prefix shared with the previous call
+            prefix = 0
+            for a, b in zip(llama._input_ids.tolist(), tokens, strict=False):
+                if a != b:
+                    break
+                prefix += 1
+            prefix = min(prefix, len(tokens) - 1)
             llama.n_tokens = prefix
             llama.eval(tokens[prefix:])
-            model.remember(key)
             logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(llama.n_vocab(),))
             yes = logits[model.yes_ids].astype(np.float64)
             no = logits[model.no_ids].astype(np.float64)

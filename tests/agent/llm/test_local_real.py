@@ -79,37 +79,3 @@ async def test_concurrent_calls_share_one_model_queue(smollm2: LocalLLM) -> None
 async def test_switch_off_blocks_even_the_local_model(smollm2: LocalLLM) -> None:
     with switch.allow_model_requests(False), pytest.raises(ModelRequestsDisabledError):
         await smollm2.complete([Message.user("hi")])
-
-
-async def test_a_role_switch_starts_from_that_roles_saved_state(
-    smollm2: LocalLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import agent.llm.local as local
-
-    summarise = Message.system("You summarise passages from papers in one short sentence. " * 4)
-    judge = Message.system("You check whether a passage supports a claim. Answer Yes or No. " * 4)
-
-    async def interleaved() -> tuple[list[str], list[float], list[int]]:
-        texts, scores, cached = [], [], []
-        for passage in ("EGFR T790M confers resistance.", "TP53 triggers apoptosis."):
-            c = await smollm2.complete([summarise, Message.user(passage)], max_tokens=12, temperature=0.0)
-            s = await smollm2.score_yes([judge, Message.user(f"Passage: {passage}\nClaim: {passage}")])
-            texts.append(c.text)
-            scores.append(s.p_yes)
-            cached += [c.usage.cached_prompt_tokens, s.usage.cached_prompt_tokens]
-        return texts, scores, cached
-
-    model = smollm2.loaded()
-    model.llama.reset()
-    model.saved.clear()
-    monkeypatch.setattr(local, "MAX_SAVED_PREFIXES", 0)  # nothing saved: only the live cache
-    plain_texts, plain_scores, plain_cached = await interleaved()
-    assert not model.saved
-    model.llama.reset()
-    monkeypatch.setattr(local, "MAX_SAVED_PREFIXES", 12)
-    texts, scores, cached = await interleaved()
-    assert texts == plain_texts
-    assert scores == pytest.approx(plain_scores, abs=0.02)
-    # the second round of each role starts from its saved system prompt, not from scratch
-    assert cached[2] > plain_cached[2] + 30 and cached[3] > plain_cached[3] + 30
-    assert len(model.saved) == 2
