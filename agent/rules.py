@@ -211,12 +211,8 @@ class Rulebook:
             progress.verified = True
 
 
-def _describes_source(claim: Claim) -> bool:
-    return any(check.method == DESCRIBES_SOURCE for check in claim.checks)
-
-
 def _problem(claim: Claim) -> str:
     """One line of rewrite feedback: what was wrong with a removed claim."""
-    if _describes_source(claim):
+    if any(check.method == DESCRIBES_SOURCE for check in claim.checks):
         return f"- says what the passage is about, not what it found; state the finding itself: {claim.text}"
     return f"- {claim.verdict.value if claim.verdict else ''}: {claim.text}"

@@ -40,6 +40,16 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _reads(steps: list[dict[str, Any]]) -> int:
+    """Passages the gathers among ``steps`` read, from their observations."""
+    return sum(
+        int(m.group(1))
+        for s in steps
+        if s.get("tool") == "gather_evidence"
+        if (m := _READ.search(s.get("observation") or ""))
+    )
+
+
 def requery(row: dict[str, Any]) -> dict[str, Any] | None:
     """The first re-search of one run and what followed it; None when the run never searched again."""
     answer = row.get("answer") or {}
@@ -50,25 +60,13 @@ def requery(row: dict[str, Any]) -> dict[str, Any] | None:
     first = searches[1]
     before, after = trace[:first], trace[first:]
     kind = "claims" if any(s.get("tool") == "verify_citations" for s in before) else "gate"
-    reads = [
-        int(m.group(1))
-        for s in trace
-        if s.get("tool") == "gather_evidence"
-        if (m := _READ.search(s.get("observation") or ""))
-    ]
-    reads_after = [
-        int(m.group(1))
-        for s in after
-        if s.get("tool") == "gather_evidence"
-        if (m := _READ.search(s.get("observation") or ""))
-    ]
     distinct = len({e.get("chunk_id") for e in answer.get("evidence") or []})
     free = row.get("free_text")
     return {
         "kind": kind,
         "answerable": bool(row.get("answerable", True)),
-        "reads_after": sum(reads_after),
-        "rereads": max(0, sum(reads) - distinct),
+        "reads_after": _reads(after),
+        "rereads": max(0, _reads(trace) - distinct),
         "drafted_after": any(s.get("tool") == "generate_answer" for s in after),
         "answered": bool(row.get("answered")),
         "correct": bool((free or {}).get("correct")) if free is not None else bool(row.get("correct")),

@@ -104,9 +104,10 @@ def _to_read(state: RunState, question: str, hits: list[ScoredChunk], k: int) ->
     Asked again, the same question reads further down its ranking (the ``k`` best unread hits).
     A new question (a re-query's) reads what is new among its own ``k`` best, and keeps what was
     read before as it stands. Re-reading those under the re-query's wording repeated the first
-    round at the full price: on covidqa-dev, 58 of 68 re-queries after a failed citation check
-    re-read the same two chunks, ~30 s each time, and none of those re-reads led to an answer
-    (benchmarks/README.md, "Reading each passage once").
+    round at the full price: on covidqa-dev, 61 of 68 re-queries after a failed citation check
+    re-read only chunks already read, ~30 s each time, and none of those re-reads led to a correct
+    answer (``benchmarks/requery_rereads.py``; benchmarks/README.md, "Claims that describe their
+    passage, and reading each passage once").
     """
     read = {e.chunk_id for e in state.evidence.values()}
     if any(e.question == question for e in state.evidence.values()):

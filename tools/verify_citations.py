@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 # The check method of a free-form claim that reports what its source is about instead of what it
-# found; rules.Rulebook lets a rewrite fix it, since the draft, not the evidence, is at fault.
+# found; rules.Rulebook names the problem in a rewrite's feedback.
 DESCRIBES_SOURCE = "describes-source"
 
 _SOURCE_TALK = re.compile(
