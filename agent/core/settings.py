@@ -58,6 +58,20 @@ class LocalModelSettings(_Section):
     )
     n_gpu_layers: int = Field(default=0, description="Layers offloaded to a GPU (0 = CPU only).")
     seed: int = Field(default=0, description="Sampling seed, so local runs are repeatable.")
+    lazy_grammar: bool = Field(
+        default=True,
+        description="Greedy JSON replies check the grammar only for the model's own pick, running "
+        "the full-vocabulary pass only when that pick is refused: the same reply, generated faster. "
+        "False uses llama-cpp-python's constrained sampler for every token.",
+    )
+    draft_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description="With lazy_grammar, tokens proposed per step by prompt lookup (the tokens that "
+        "followed the context's last few tokens where they occurred before) and checked in one "
+        "batch; each is kept only while it is the model's own pick. 0 turns drafting off.",
+    )
 
 
 class EndpointSettings(_Section):

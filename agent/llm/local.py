@@ -23,6 +23,7 @@ import numpy as np
 
 from agent.core.errors import MalformedResponseError, ModelNotAvailableError
 from agent.llm.base import BaseLLM
+from agent.llm.local_decode import Decoded, decode_json, schema_grammar
 from agent.llm.local_models import resolve_model_path
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore
 
@@ -158,6 +159,8 @@ class LocalLLM(BaseLLM):
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         seed: int = 0,
+        lazy_grammar: bool = True,
+        draft_tokens: int = 0,
         **kw: Any,
     ) -> None:
         kw["concurrency"] = 1
@@ -167,6 +170,10 @@ class LocalLLM(BaseLLM):
         self.n_threads = n_threads
         self.n_gpu_layers = n_gpu_layers
         self.seed = seed
+        # greedy JSON replies check the grammar per pick, not per vocabulary (see local_decode)
+        self.lazy_grammar = lazy_grammar
+        # prompt-lookup tokens proposed per step of a lazy greedy reply (0 = none; see local_decode)
+        self.draft_tokens = draft_tokens
         self._loaded: LoadedModel | None = None
 
     def loaded(self) -> LoadedModel:
@@ -206,6 +213,62 @@ class LocalLLM(BaseLLM):
                     "content": chat[0]["content"] + "\n\n" + chat.pop(1)["content"],
                 }
 
+        if schema is not None and temperature == 0.0 and self.lazy_grammar:
+            text, finish, usage = await self._decode_lazily(model, chat, schema, max_tokens)
+        else:
+            text, finish, usage = await self._decode_in_llama(model, chat, schema, max_tokens, temperature)
+        calls: list[ToolCall] = []
+        if tools:
+            try:
+                data = json.loads(text)
+                calls = [
+                    ToolCall(
+                        id=f"local_{id(data)}",
+                        name=data["tool"],
+                        arguments=data.get("arguments") or {},
+                    )
+                ]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise MalformedResponseError(
+                    f"tool call is not valid JSON: {text[:200]!r}", model=self.name
+                ) from exc
+            text = ""
+        return Completion(text=text, tool_calls=calls, finish_reason=finish, usage=usage)
+
+    async def _decode_lazily(
+        self, model: LoadedModel, chat: list[dict[str, str]], schema: JsonSchema, max_tokens: int
+    ) -> tuple[str, str | None, Usage]:
+        gbnf = schema_grammar(schema)
+
+        def run() -> tuple[Decoded, float]:
+            timer = self._timer()
+            formatted = model.formatter(messages=chat)
+            prompt = model.llama.tokenize(
+                formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+            )
+            decoded = decode_json(model.llama, prompt, gbnf, max_tokens, draft_tokens=self.draft_tokens)
+            return decoded, timer.elapsed
+
+        decoded, seconds = await model.run(run)
+        usage = Usage(
+            model=self.name,
+            prompt_tokens=decoded.prompt_tokens,
+            completion_tokens=decoded.completion_tokens,
+            cached_prompt_tokens=decoded.prompt_tokens - decoded.evaluated,
+            seconds=seconds,
+        )
+        return decoded.text, decoded.finish_reason, usage
+
+    async def _decode_in_llama(
+        self,
+        model: LoadedModel,
+        chat: list[dict[str, str]],
+        schema: JsonSchema | None,
+        max_tokens: int,
+        temperature: float,
+    ) -> tuple[str, str | None, Usage]:
+        """llama-cpp-python's own chat completion: sampled replies, free text, or lazy_grammar off."""
+
         def run() -> tuple[dict[str, Any], int, float]:
             before = model.perf()
             timer = self._timer()
@@ -223,7 +286,6 @@ class LocalLLM(BaseLLM):
 
         result, evaluated, seconds = await model.run(run)
         choice = result["choices"][0]
-        text = choice["message"].get("content") or ""
         usage_raw = result.get("usage", {})
         prompt_tokens = int(usage_raw.get("prompt_tokens", 0))
         usage = Usage(
@@ -233,23 +295,7 @@ class LocalLLM(BaseLLM):
             cached_prompt_tokens=max(0, prompt_tokens - evaluated - 1),
             seconds=seconds,
         )
-        calls: list[ToolCall] = []
-        if tools:
-            try:
-                data = json.loads(text)
-                calls = [
-                    ToolCall(
-                        id=f"local_{id(data)}",
-                        name=data["tool"],
-                        arguments=data.get("arguments") or {},
-                    )
-                ]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise MalformedResponseError(
-                    f"tool call is not valid JSON: {text[:200]!r}", model=self.name
-                ) from exc
-            text = ""
-        return Completion(text=text, tool_calls=calls, finish_reason=choice.get("finish_reason"), usage=usage)
+        return choice["message"].get("content") or "", choice.get("finish_reason"), usage
 
     async def _score_yes(self, messages: list[Message]) -> YesNoScore:
         """P(Yes) from the next-token logits after the chat prompt, normalised over Yes/No tokens."""

@@ -69,3 +69,16 @@ def test_each_role_can_get_its_own_model(monkeypatch: pytest.MonkeyPatch) -> Non
     assert llms["judge"].name == "local:smollm2-135m"
     assert llms["answer"].name == "anthropic:claude-haiku-4-5"
     assert llms["agent"].name == "local:qwen2.5-coder-1.5b"
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_lazy_grammar_setting_reaches_the_local_provider(lazy: bool) -> None:
+    llm = resolve_llm("local:qwen2.5-coder-1.5b", load_settings(environ={}, llm__local__lazy_grammar=lazy))
+    assert isinstance(llm, LocalLLM)
+    assert llm.lazy_grammar is lazy
+
+
+def test_draft_tokens_setting_reaches_the_local_provider() -> None:
+    llm = resolve_llm("local:qwen2.5-coder-1.5b", load_settings(environ={}, llm__local__draft_tokens=6))
+    assert isinstance(llm, LocalLLM)
+    assert llm.draft_tokens == 6

@@ -1,6 +1,7 @@
 """The local provider with the real SmolLM2-135M GGUF through llama.cpp (offline, ~1 s)."""
 
 import asyncio
+import json
 
 import pytest
 
@@ -79,3 +80,85 @@ async def test_concurrent_calls_share_one_model_queue(smollm2: LocalLLM) -> None
 async def test_switch_off_blocks_even_the_local_model(smollm2: LocalLLM) -> None:
     with switch.allow_model_requests(False), pytest.raises(ModelRequestsDisabledError):
         await smollm2.complete([Message.user("hi")])
+
+
+async def test_lazy_grammar_writes_the_reply_the_full_grammar_writes(smollm2: LocalLLM) -> None:
+    """Greedy decoding that checks only the model's own pick must equal the per-vocabulary pass."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "maxLength": 60},
+            "score": {"type": "integer", "minimum": 0, "maximum": 10},
+            "label": {"type": "string", "enum": ["relevant", "irrelevant"]},
+        },
+        "required": ["summary", "score", "label"],
+    }
+    messages = [
+        Message.system("Summarise the passage for the question in JSON."),
+        Message.user("Question: What colour is the sky?\nPassage: On a clear day the sky is blue."),
+    ]
+    replies = {}
+    for lazy in (False, True):
+        smollm2.lazy_grammar = lazy
+        smollm2.loaded().llama.reset()
+        replies[lazy] = await smollm2.complete(messages, json_schema=schema, max_tokens=60)
+    smollm2.lazy_grammar = True
+    assert replies[True].text == replies[False].text
+    assert replies[True].finish_reason == replies[False].finish_reason
+    assert replies[True].usage.completion_tokens == replies[False].usage.completion_tokens
+    assert replies[True].usage.prompt_tokens == replies[False].usage.prompt_tokens
+    if replies[True].finish_reason == "stop":
+        assert replies[True].json()["label"] in {"relevant", "irrelevant"}
+
+
+def test_lazy_decoder_runs_the_full_pass_only_when_the_pick_is_refused(smollm2: LocalLLM) -> None:
+    """A schema the model would never write unprompted forces refusals; every token still obeys it."""
+    from agent.llm.local_decode import decode_json, schema_grammar
+
+    llama = smollm2.loaded().llama
+    prompt = llama.tokenize(b"Write a haiku about the sea.\n", add_bos=True, special=True)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "enum": [7, 42]}}, "required": ["n"]}
+    decoded = decode_json(llama, prompt, schema_grammar(schema), max_tokens=20)
+    assert decoded.full_passes >= 1
+    assert decoded.finish_reason == "stop"
+    assert json.loads(decoded.text) in ({"n": 7}, {"n": 42})
+    assert decoded.prompt_tokens == len(prompt) and decoded.evaluated >= 1
+
+
+def test_prompt_lookup_drafts_keep_the_greedy_reply(smollm2: LocalLLM) -> None:
+    """Drafted tokens are kept only while they are the model's own pick: the reply is unchanged,
+    and a reply that copies its prompt accepts drafts."""
+    from agent.llm.local_decode import decode_json, schema_grammar
+
+    model = smollm2.loaded()
+    llama = model.llama
+    passage = "The incubation period of the virus was 5.2 days, with a 95th percentile of 12.5 days."
+    chat = [
+        {
+            "role": "system",
+            "content": "Copy the sentence the user gives you, word for word, as the JSON field quote.",
+        },
+        {"role": "user", "content": passage},
+    ]
+    prompt = llama.tokenize(model.formatter(messages=chat).prompt.encode(), add_bos=False, special=True)
+    schema = {
+        "type": "object",
+        "properties": {"quote": {"type": "string", "maxLength": 120}},
+        "required": ["quote"],
+    }
+    replies = {}
+    for k in (0, 4, 8):
+        llama.reset()
+        replies[k] = decode_json(llama, prompt, schema_grammar(schema), max_tokens=60, draft_tokens=k)
+    assert replies[0].drafted == 0
+    assert passage[:40] in replies[0].text
+    for k in (4, 8):
+        assert replies[k].text == replies[0].text
+        assert replies[k].finish_reason == replies[0].finish_reason
+        assert replies[k].completion_tokens == replies[0].completion_tokens
+        assert replies[k].accepted > 0
+        assert replies[k].accepted <= replies[k].drafted
+    # the cache left behind serves the next call's shared prefix as before
+    again = decode_json(llama, prompt, schema_grammar(schema), max_tokens=60, draft_tokens=4)
+    assert again.text == replies[0].text
+    assert again.evaluated == 1
