@@ -1,14 +1,14 @@
 """Greedy JSON replies from the local model: llama-cpp-python's sampler against the project's own
-decoder, with and without prompt-lookup drafts. Same replies, fewer seconds?
+decoder. Same replies, fewer seconds?
 
-    python benchmarks/json_decoding.py --questions 6 --seed 6 --drafts 4 8 \\
+    python benchmarks/json_decoding.py --questions 6 --seed 6 \\
         --out benchmarks/results/DATE/json-decoding.json
 
 llama-cpp-python's ``create_chat_completion`` runs the JSON grammar over the whole vocabulary
 for every generated token. ``agent/llm/local_decode.py`` checks the model's own best token
-first and runs that pass only when the token is refused ("lazy"), and can propose the next
-tokens by prompt lookup and check them in one batch ("draft K"). Under greedy decoding all of
-them should write the same reply.
+first and runs that pass only when the token is refused ("lazy"). Under greedy decoding both
+must write the same reply. (The prompt-lookup drafts in ``json-decoding.json`` were replayed
+by this script at commit a7501c1, whose decoder had them.)
 
 The script answers covidqa-dev questions with the shipped offline pipeline (``Session.ask``) and
 records every model call that asked for JSON: summaries, answer drafts, decompositions. It then
@@ -30,7 +30,6 @@ from typing import Any
 
 from common import DATA, write_report
 
-import agent.llm.local as local
 from agent.api import Session
 from agent.bench.grading import load_set, sample
 from agent.cli.bench import default_bench_index
@@ -64,43 +63,28 @@ async def record(session: Session, questions: list[Any]) -> list[list[dict[str, 
     return calls
 
 
-def mode_name(lazy: bool, draft: int) -> str:
-    return "sampler" if not lazy else ("lazy" if draft == 0 else f"draft{draft}")
+MODES = {"sampler": False, "lazy": True}  # name: LocalLLM.lazy_grammar
 
 
-async def replay(calls: list[dict[str, Any]], lazy: bool, draft: int) -> list[dict[str, Any]]:
+async def replay(calls: list[dict[str, Any]], lazy: bool) -> list[dict[str, Any]]:
     """The calls of one question again, from a cleared cache."""
     out = []
-    counts: dict[str, int] = {}
-    decode = local.decode_json
-
-    def counting(*a: Any, **kw: Any) -> Any:
-        d = decode(*a, **kw)
-        counts.update(drafted=d.drafted, accepted=d.accepted)
-        return d
-
-    local.decode_json = counting  # type: ignore[assignment]
-    try:
-        for i, call in enumerate(calls):
-            llm: LocalLLM = call["llm"]
-            if i == 0:
-                llm.loaded().llama.reset()
-            llm.lazy_grammar, llm.draft_tokens = lazy, draft
-            counts.clear()
-            kw = {k: v for k, v in call.items() if k not in {"llm", "messages"}}
-            t0 = time.perf_counter()
-            c = await llm._complete(call["messages"], **kw)
-            out.append(
-                {
-                    "text": c.text,
-                    "seconds": time.perf_counter() - t0,
-                    "tokens": c.usage.completion_tokens,
-                    "prompt_tokens": c.usage.prompt_tokens,
-                    **counts,
-                }
-            )
-    finally:
-        local.decode_json = decode  # type: ignore[assignment]
+    for i, call in enumerate(calls):
+        llm: LocalLLM = call["llm"]
+        if i == 0:
+            llm.loaded().llama.reset()
+        llm.lazy_grammar = lazy
+        kw = {k: v for k, v in call.items() if k not in {"llm", "messages"}}
+        t0 = time.perf_counter()
+        c = await llm._complete(call["messages"], **kw)
+        out.append(
+            {
+                "text": c.text,
+                "seconds": time.perf_counter() - t0,
+                "tokens": c.usage.completion_tokens,
+                "prompt_tokens": c.usage.prompt_tokens,
+            }
+        )
     return out
 
 
@@ -111,13 +95,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     session = Session(index=index, settings=settings)
     questions = sample(load_set(DATA / "sets" / "covidqa-dev.jsonl"), args.questions, args.seed)
     recorded = await record(session, questions)
-    modes = [(False, 0), (True, 0)] + [(True, k) for k in args.drafts]
-    names = [mode_name(*m) for m in modes]
+    names = list(MODES)
     rows = []
     for q, calls in zip(questions, recorded, strict=True):
         if not calls:
             continue
-        replies = {mode_name(*m): await replay(calls, *m) for m in modes}
+        replies = {name: await replay(calls, lazy) for name, lazy in MODES.items()}
         base = replies[names[0]]
         per_call = []
         for i, c in enumerate(calls):
@@ -130,8 +113,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 r = replies[name][i]
                 entry[f"seconds_{name}"] = round(r["seconds"], 2)
                 entry[f"same_{name}"] = r["text"] == base[i]["text"]
-                if "drafted" in r and name.startswith("draft"):
-                    entry[f"accepted_{name}"] = f"{r['accepted']}/{r['drafted']}"
             per_call.append(entry)
         row: dict[str, Any] = {
             "id": q.id,
@@ -163,7 +144,6 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--questions", type=int, default=6, help="covidqa-dev questions to answer and replay")
     p.add_argument("--seed", type=int, default=6, help="sample seed (the bench's own sampling)")
-    p.add_argument("--drafts", type=int, nargs="*", default=[4, 8], help="draft lengths to replay")
     p.add_argument("--out", type=Path, default=None, help="where to write the JSON report")
     args = p.parse_args()
     write_report(asyncio.run(run(args)), args.out)

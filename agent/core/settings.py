@@ -64,14 +64,6 @@ class LocalModelSettings(_Section):
         "the full-vocabulary pass only when that pick is refused: the same reply, generated faster. "
         "False uses llama-cpp-python's constrained sampler for every token.",
     )
-    draft_tokens: int = Field(
-        default=0,
-        ge=0,
-        le=32,
-        description="With lazy_grammar, tokens proposed per step by prompt lookup (the tokens that "
-        "followed the context's last few tokens where they occurred before) and checked in one "
-        "batch; each is kept only while it is the model's own pick. 0 turns drafting off.",
-    )
 
 
 class EndpointSettings(_Section):

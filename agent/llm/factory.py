@@ -157,7 +157,6 @@ def resolve_llm(
             n_gpu_layers=cfg.local.n_gpu_layers,
             seed=cfg.local.seed,
             lazy_grammar=cfg.local.lazy_grammar,
-            draft_tokens=cfg.local.draft_tokens,
             **common,
         )
     if provider == "anthropic":

@@ -23,7 +23,7 @@ import numpy as np
 
 from agent.core.errors import MalformedResponseError, ModelNotAvailableError
 from agent.llm.base import BaseLLM
-from agent.llm.local_decode import Decoded, decode_json, schema_grammar
+from agent.llm.local_decode import Decoded, decode_json, eval_prompt, schema_grammar
 from agent.llm.local_models import resolve_model_path
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore
 
@@ -160,7 +160,6 @@ class LocalLLM(BaseLLM):
         n_gpu_layers: int = 0,
         seed: int = 0,
         lazy_grammar: bool = True,
-        draft_tokens: int = 0,
         **kw: Any,
     ) -> None:
         kw["concurrency"] = 1
@@ -172,8 +171,6 @@ class LocalLLM(BaseLLM):
         self.seed = seed
         # greedy JSON replies check the grammar per pick, not per vocabulary (see local_decode)
         self.lazy_grammar = lazy_grammar
-        # prompt-lookup tokens proposed per step of a lazy greedy reply (0 = none; see local_decode)
-        self.draft_tokens = draft_tokens
         self._loaded: LoadedModel | None = None
 
     def loaded(self) -> LoadedModel:
@@ -246,8 +243,7 @@ class LocalLLM(BaseLLM):
             prompt = model.llama.tokenize(
                 formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
             )
-            decoded = decode_json(model.llama, prompt, gbnf, max_tokens, draft_tokens=self.draft_tokens)
-            return decoded, timer.elapsed
+            return decode_json(model.llama, prompt, gbnf, max_tokens), timer.elapsed
 
         decoded, seconds = await model.run(run)
         usage = Usage(
@@ -311,15 +307,7 @@ class LocalLLM(BaseLLM):
                     f"judge prompt of {len(tokens)} tokens exceeds n_ctx={llama.n_ctx()}",
                     model=self.name,
                 )
-            # reuse the KV cache for the prefix shared with the previous call
-            prefix = 0
-            for a, b in zip(llama._input_ids.tolist(), tokens, strict=False):
-                if a != b:
-                    break
-                prefix += 1
-            prefix = min(prefix, len(tokens) - 1)
-            llama.n_tokens = prefix
-            llama.eval(tokens[prefix:])
+            prefix = eval_prompt(llama, tokens)
             logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(llama.n_vocab(),))
             yes = logits[model.yes_ids].astype(np.float64)
             no = logits[model.no_ids].astype(np.float64)

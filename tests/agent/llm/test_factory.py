@@ -76,9 +76,3 @@ def test_lazy_grammar_setting_reaches_the_local_provider(lazy: bool) -> None:
     llm = resolve_llm("local:qwen2.5-coder-1.5b", load_settings(environ={}, llm__local__lazy_grammar=lazy))
     assert isinstance(llm, LocalLLM)
     assert llm.lazy_grammar is lazy
-
-
-def test_draft_tokens_setting_reaches_the_local_provider() -> None:
-    llm = resolve_llm("local:qwen2.5-coder-1.5b", load_settings(environ={}, llm__local__draft_tokens=6))
-    assert isinstance(llm, LocalLLM)
-    assert llm.draft_tokens == 6

@@ -38,20 +38,22 @@ async def test_json_mode_is_grammar_constrained(smollm2: LocalLLM) -> None:
     assert data["verdict"] in {"yes", "no"}
 
 
+TOOLS = [
+    ToolSpec(
+        name="paper_search",
+        description="Search papers.",
+        parameters={"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    ),
+    ToolSpec(
+        name="generate_answer",
+        description="Write the answer.",
+        parameters={"type": "object", "properties": {}},
+    ),
+]
+
+
 async def test_tool_choice_is_constrained_to_known_tools(smollm2: LocalLLM) -> None:
-    tools = [
-        ToolSpec(
-            name="paper_search",
-            description="Search papers.",
-            parameters={"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-        ),
-        ToolSpec(
-            name="generate_answer",
-            description="Write the answer.",
-            parameters={"type": "object", "properties": {}},
-        ),
-    ]
-    c = await smollm2.complete([Message.user("Find papers about EGFR.")], tools=tools, max_tokens=48)
+    c = await smollm2.complete([Message.user("Find papers about EGFR.")], tools=TOOLS, max_tokens=48)
     assert len(c.tool_calls) == 1
     assert c.tool_calls[0].name in {"paper_search", "generate_answer"}
 
@@ -103,12 +105,23 @@ async def test_lazy_grammar_writes_the_reply_the_full_grammar_writes(smollm2: Lo
         smollm2.loaded().llama.reset()
         replies[lazy] = await smollm2.complete(messages, json_schema=schema, max_tokens=60)
     smollm2.lazy_grammar = True
-    assert replies[True].text == replies[False].text
+    assert replies[True].text == replies[False].text and replies[True].text
     assert replies[True].finish_reason == replies[False].finish_reason
     assert replies[True].usage.completion_tokens == replies[False].usage.completion_tokens
     assert replies[True].usage.prompt_tokens == replies[False].usage.prompt_tokens
     if replies[True].finish_reason == "stop":
         assert replies[True].json()["label"] in {"relevant", "irrelevant"}
+
+
+async def test_lazy_grammar_makes_the_tool_choice_the_full_grammar_makes(smollm2: LocalLLM) -> None:
+    calls = {}
+    for lazy in (False, True):
+        smollm2.lazy_grammar = lazy
+        smollm2.loaded().llama.reset()
+        c = await smollm2.complete([Message.user("Find papers about EGFR.")], tools=TOOLS, max_tokens=48)
+        calls[lazy] = [(t.name, t.arguments) for t in c.tool_calls]
+    smollm2.lazy_grammar = True
+    assert calls[True] == calls[False] and len(calls[True]) == 1
 
 
 def test_lazy_decoder_runs_the_full_pass_only_when_the_pick_is_refused(smollm2: LocalLLM) -> None:
@@ -125,40 +138,12 @@ def test_lazy_decoder_runs_the_full_pass_only_when_the_pick_is_refused(smollm2: 
     assert decoded.prompt_tokens == len(prompt) and decoded.evaluated >= 1
 
 
-def test_prompt_lookup_drafts_keep_the_greedy_reply(smollm2: LocalLLM) -> None:
-    """Drafted tokens are kept only while they are the model's own pick: the reply is unchanged,
-    and a reply that copies its prompt accepts drafts."""
-    from agent.llm.local_decode import decode_json, schema_grammar
+def test_a_schema_the_converter_refuses_falls_back_to_plain_json() -> None:
+    """llama-cpp-python's sampler constrains such a reply to any JSON; the lazy path must too."""
+    pytest.importorskip("llama_cpp")
+    from llama_cpp.llama_grammar import JSON_GBNF
 
-    model = smollm2.loaded()
-    llama = model.llama
-    passage = "The incubation period of the virus was 5.2 days, with a 95th percentile of 12.5 days."
-    chat = [
-        {
-            "role": "system",
-            "content": "Copy the sentence the user gives you, word for word, as the JSON field quote.",
-        },
-        {"role": "user", "content": passage},
-    ]
-    prompt = llama.tokenize(model.formatter(messages=chat).prompt.encode(), add_bos=False, special=True)
-    schema = {
-        "type": "object",
-        "properties": {"quote": {"type": "string", "maxLength": 120}},
-        "required": ["quote"],
-    }
-    replies = {}
-    for k in (0, 4, 8):
-        llama.reset()
-        replies[k] = decode_json(llama, prompt, schema_grammar(schema), max_tokens=60, draft_tokens=k)
-    assert replies[0].drafted == 0
-    assert passage[:40] in replies[0].text
-    for k in (4, 8):
-        assert replies[k].text == replies[0].text
-        assert replies[k].finish_reason == replies[0].finish_reason
-        assert replies[k].completion_tokens == replies[0].completion_tokens
-        assert replies[k].accepted > 0
-        assert replies[k].accepted <= replies[k].drafted
-    # the cache left behind serves the next call's shared prefix as before
-    again = decode_json(llama, prompt, schema_grammar(schema), max_tokens=60, draft_tokens=4)
-    assert again.text == replies[0].text
-    assert again.evaluated == 1
+    from agent.llm.local_decode import schema_grammar
+
+    assert schema_grammar({"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}) == JSON_GBNF
+    assert schema_grammar({"type": "object", "properties": {"x": {"type": "integer"}}}) != JSON_GBNF
