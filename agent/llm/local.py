@@ -243,7 +243,7 @@ class LocalLLM(BaseLLM):
             prompt = model.llama.tokenize(
                 formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
             )
-            return decode_json(model.llama, prompt, gbnf, max_tokens), timer.elapsed
+            return decode_json(model.llama, prompt, gbnf, max_tokens, model=self.name), timer.elapsed
 
         decoded, seconds = await model.run(run)
         usage = Usage(
@@ -302,12 +302,7 @@ class LocalLLM(BaseLLM):
             llama = model.llama
             prompt = model.formatter(messages=_chat_messages(messages)).prompt
             tokens = llama.tokenize(prompt.encode(), add_bos=False, special=True)
-            if len(tokens) >= llama.n_ctx():
-                raise MalformedResponseError(
-                    f"judge prompt of {len(tokens)} tokens exceeds n_ctx={llama.n_ctx()}",
-                    model=self.name,
-                )
-            prefix = eval_prompt(llama, tokens)
+            prefix = eval_prompt(llama, tokens, model=self.name)
             logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(llama.n_vocab(),))
             yes = logits[model.yes_ids].astype(np.float64)
             no = logits[model.no_ids].astype(np.float64)

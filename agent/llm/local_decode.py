@@ -113,10 +113,15 @@ class _Grammar:
             self._ptr = None
 
 
-def eval_prompt(llama: Any, tokens: list[int]) -> int:
+def eval_prompt(llama: Any, tokens: list[int], *, model: str | None = None) -> int:
     """Run ``tokens`` through the model, reusing the KV cache for the prefix they share with the
     previous call; returns how many tokens came from the cache. Afterwards the last row of
-    logits predicts the token after ``tokens``."""
+    logits predicts the token after ``tokens``. A prompt that leaves no room in the context is
+    refused before anything runs (``model`` names it in the error)."""
+    if len(tokens) >= llama.n_ctx():
+        raise MalformedResponseError(
+            f"prompt of {len(tokens)} tokens exceeds n_ctx={llama.n_ctx()}", model=model
+        )
     prefix = 0
     for a, b in zip(llama._input_ids.tolist(), tokens, strict=False):
         if a != b:
@@ -128,7 +133,9 @@ def eval_prompt(llama: Any, tokens: list[int]) -> int:
     return prefix
 
 
-def decode_json(llama: Any, prompt: list[int], gbnf: str, max_tokens: int) -> Decoded:
+def decode_json(
+    llama: Any, prompt: list[int], gbnf: str, max_tokens: int, *, model: str | None = None
+) -> Decoded:
     """Greedy-generate after ``prompt`` under ``gbnf``, reusing the KV cache's shared prefix.
 
     Runs on the model's worker thread (llama.cpp is not re-entrant). The context limits are the
@@ -136,12 +143,9 @@ def decode_json(llama: Any, prompt: list[int], gbnf: str, max_tokens: int) -> De
     """
     import llama_cpp
 
-    n_ctx = llama.n_ctx()
-    if len(prompt) >= n_ctx:
-        raise MalformedResponseError(f"prompt of {len(prompt)} tokens exceeds n_ctx={n_ctx}")
-    budget = min(max_tokens, n_ctx - len(prompt)) if max_tokens > 0 else n_ctx - len(prompt)
-
-    prefix = eval_prompt(llama, prompt)
+    prefix = eval_prompt(llama, prompt, model=model)
+    room = llama.n_ctx() - len(prompt)
+    budget = min(max_tokens, room) if max_tokens > 0 else room
     vocab = llama._model.vocab
     n_vocab = llama.n_vocab()
     grammar = _Grammar(llama, gbnf)

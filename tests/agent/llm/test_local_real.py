@@ -124,7 +124,7 @@ async def test_lazy_grammar_makes_the_tool_choice_the_full_grammar_makes(smollm2
     assert calls[True] == calls[False] and len(calls[True]) == 1
 
 
-def test_lazy_decoder_runs_the_full_pass_only_when_the_pick_is_refused(smollm2: LocalLLM) -> None:
+def test_lazy_decoder_runs_the_full_pass_when_the_pick_is_refused(smollm2: LocalLLM) -> None:
     """A schema the model would never write unprompted forces refusals; every token still obeys it."""
     from agent.llm.local_decode import decode_json, schema_grammar
 
@@ -147,3 +147,15 @@ def test_a_schema_the_converter_refuses_falls_back_to_plain_json() -> None:
 
     assert schema_grammar({"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}) == JSON_GBNF
     assert schema_grammar({"type": "object", "properties": {"x": {"type": "integer"}}}) != JSON_GBNF
+
+
+async def test_a_prompt_longer_than_the_context_is_refused_on_both_paths(smollm2: LocalLLM) -> None:
+    """Decoding and Yes/No scoring share one check; the error names the model and evaluates nothing."""
+    from agent.core.errors import MalformedResponseError
+
+    long = [Message.user("word " * 2100)]  # the fixture's context holds 2,048 tokens
+    with pytest.raises(MalformedResponseError, match="exceeds n_ctx=2048") as decoding:
+        await smollm2.complete(long, json_schema={"type": "object"}, max_tokens=8)
+    with pytest.raises(MalformedResponseError, match="exceeds n_ctx=2048") as scoring:
+        await smollm2.score_yes(long)
+    assert decoding.value.model == scoring.value.model == "local:smollm2-135m"
