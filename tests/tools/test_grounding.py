@@ -484,6 +484,41 @@ async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
     assert reordered.checks[0].method == "judge"  # a passive rewrite is the judge's to weigh too
 
 
+async def test_a_restated_sentence_with_its_fact_swapped_goes_to_the_judge(
+    library: Library, settings: Settings
+) -> None:
+    judged: list[str] = []
+
+    def judge(req: Request) -> float:
+        if "Does the statement answer the question?" in req.messages[-1].content:
+            return 0.9
+        judged.append(req.messages[-1].content)
+        return 0.1
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    await gather_evidence(ctx, question="EGFR T790M gefitinib erlotinib")
+    key = key_of(ctx, "T790M")
+    ctx.state.claims = [
+        # the sentence with its one fact replaced: 80% of its words still match
+        Claim(text="The T790M mutation confers resistance to gefitinib and cetuximab.", citations=[key]),
+        # a number the sentence does not hold
+        Claim(
+            text="The T790M mutation confers resistance to gefitinib and erlotinib in 2019.", citations=[key]
+        ),
+        # a word the sentence left to its neighbours ("EGFR" is elsewhere in the passage)
+        Claim(text="The EGFR T790M mutation confers resistance to gefitinib and erlotinib.", citations=[key]),
+    ]
+    await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None
+    swapped, dated, subject = report.claims
+    assert swapped.checks[0].method == "judge" and swapped.verdict != Verdict.supported
+    assert dated.checks[0].method == "judge" and dated.verdict != Verdict.supported
+    assert subject.checks[0].method == "sentence" and subject.verdict == Verdict.supported
+    assert any("cetuximab" in c for c in judged) and any("in 2019" in c for c in judged)
+    assert not any("EGFR T790M mutation confers" in c for c in judged)
+
+
 @pytest.mark.parametrize(
     ("claim", "describes"),
     [
