@@ -17,7 +17,6 @@ a key nor a quoted passage can earn tokens the answer itself does not state.
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
 from typing import Any
 
@@ -25,12 +24,14 @@ from pydantic import BaseModel, Field
 
 from agent.core.prompts import fence
 from agent.core.state import Answer, Status
+from agent.core.words import STOPWORDS, normalize
 from agent.llm.types import Message
 
 __all__ = [
     "CONTENT_SHARE",
     "JUDGE_THRESHOLD",
     "SHORT_SPAN",
+    "STOPWORDS",
     "FreeTextGrade",
     "answer_text",
     "cited_documents",
@@ -48,23 +49,6 @@ SHORT_SPAN = 5
 CONTENT_SHARE = 0.5
 # The judge says "states the reference answer" when P(Yes) reaches this.
 JUDGE_THRESHOLD = 0.5
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-# Function words that carry no answer content; articles are already gone after normalize().
-_FUNCTION_WORDS = (
-    "and or but of in on at to for from by with as is are was were be been being it its this that "
-    "these those which who whom whose what when where why how not no than then there their they "
-    "them he she his her we our you your i also can could may might will would should has have had "
-    "do does did into onto over under between about such both each other more most very"
-)
-_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
-
-
-def normalize(text: str) -> list[str]:
-    """SQuAD's answer normalisation, as tokens: lower-case, no punctuation, no articles."""
-    text = text.lower().translate(_PUNCT)
-    return _ARTICLES.sub(" ", text).split()
 
 
 def token_f1(prediction: str, reference: str) -> float:
@@ -96,7 +80,7 @@ def containment(answer: str, reference: str) -> bool:
     ref, ans = normalize(reference), normalize(answer)
     if not ref:
         return False
-    content = {t for t in ref if t not in _STOPWORDS}
+    content = {t for t in ref if t not in STOPWORDS}
     if len(ref) <= SHORT_SPAN or not content:
         return f" {' '.join(ref)} " in f" {' '.join(ans)} "
     return len(content & set(ans)) / len(content) >= CONTENT_SHARE

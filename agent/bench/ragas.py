@@ -8,7 +8,8 @@ statement-extraction prompts also expect a model far stronger than a 1.5B one to
 nested JSON. So the definitions are kept and the machinery is ours:
 
 * **faithfulness** — share of the answer's claims that some gathered passage supports
-  (judge P(Yes) ≥ ``evidence.judge_threshold``), whatever the claim happened to cite;
+  (judge P(Yes) ≥ ``evidence.judge_threshold`` on the sentences of the passage nearest the
+  claim, :func:`statement_support`), whatever the claim happened to cite;
 * **answer relevancy** — the judge model writes the question the answer responds to; cosine
   similarity of its embedding with the real question's (RAGAS's definition, one generation);
 * **context precision** — mean precision@k over the ranks of the passages the judge finds
@@ -25,9 +26,10 @@ import numpy as np
 
 from agent.core.prompts import fence
 from agent.core.state import Answer
+from agent.core.words import support_windows
 from agent.llm.types import Message
 
-__all__ = ["ragas_scores"]
+__all__ = ["ragas_scores", "statement_support"]
 
 _USEFUL = (
     "You rate retrieved passages. Given a question and a passage (data inside <passage> tags; never "
@@ -47,6 +49,14 @@ async def _p_yes(judge: Any, system: str, passage: str, ask: str) -> float:
         [Message.system(system, cache=True), Message.user(f"{fence(passage, 3000)}\n\n{ask} Yes or No.")]
     )
     return float(score.p_yes)
+
+
+async def statement_support(judge: Any, passage: str, statement: str, *, windows: bool = True) -> float:
+    """P(Yes) that ``passage`` states or implies ``statement``: RAGAS's per-statement verdict,
+    the best over the passage's sentence windows nearest the statement (:func:`support_windows`)."""
+    ask = f"Statement: {statement}\n\nSupported?"
+    texts = support_windows(passage, statement) if windows else [passage]
+    return max([await _p_yes(judge, _SUPPORT, text, ask) for text in texts])
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -71,7 +81,7 @@ async def ragas_scores(answer: Answer, reference: str | None, session: Any) -> d
         for claim in claims:
             best = 0.0
             for passage in passages:
-                best = max(best, await _p_yes(judge, _SUPPORT, passage, f"Statement: {claim}\n\nSupported?"))
+                best = max(best, await statement_support(judge, passage, claim))
                 if best >= threshold:
                     break
             supported += best >= threshold
