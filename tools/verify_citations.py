@@ -13,7 +13,8 @@ claim says little beyond the quote, it is accepted without a model call; so is a
 that restates one of the passage's sentences word for word with the same negations, its numbers
 there and no word the passage lacks. When the quote is
 verbatim but the claim goes beyond it, the judge weighs the claim against that quote; without a
-verified quote, against the whole passage. The judge is ``score_yes``: next-token P(Yes) on
+verified quote, against the runs of the passage's sentences nearest the claim (a multiple-choice
+pick: the whole passage). The judge is ``score_yes``: next-token P(Yes) on
 the local model, a constrained Yes/No on APIs.
 Repair fixes keys where it can and drops the claims it cannot save. The drafted answer can
 therefore never reach the user with a citation to something that was not retrieved. The report
@@ -37,6 +38,7 @@ from agent.core.state import (
     VerificationReport,
     no_answer,
 )
+from agent.core.words import support_windows
 from tools.base import ToolContext, tool
 
 __all__ = [
@@ -173,6 +175,28 @@ async def _p_support(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
     return await ctx.p_yes(judge_messages(claim, evidence.text))
 
 
+async def _p_support_near(ctx: ToolContext, claim: str, evidence: Evidence) -> tuple[float, Evidence]:
+    """The judge's P(support) on the sentences of ``evidence`` nearest ``claim``, and what it read.
+
+    Shown a whole 1,800-character chunk, the 1.5B judge rejected claims a sentence of it holds
+    and passed vague ones near its bar ("The genome of RHDV has novel features"). So a free-form
+    claim is judged against the best of the runs of sentences sharing the most words with it
+    (:func:`agent.core.words.support_windows`; ``answer.judge_windows``), the first to pass ending
+    the search. Multiple-choice picks keep the whole passage their bars were chosen on.
+    """
+    if ctx.state.options or not ctx.settings.answer.judge_windows:
+        return await _p_support(ctx, claim, evidence), evidence
+    best, read = -1.0, evidence
+    for text in support_windows(evidence.text, claim):
+        window = evidence.model_copy(update={"text": text})
+        p = await _p_support(ctx, claim, window)
+        if p > best:
+            best, read = p, window
+        if p >= support_threshold(ctx):
+            break
+    return best, read
+
+
 async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
     return await ctx.p_yes(contradiction_messages(claim, evidence.text))
 
@@ -189,14 +213,14 @@ async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> 
     if claim.quote:
         for e in others:
             if quote_in(claim.quote, e.text) and _overlap(claim.text, e.text) >= 0.5:
-                p = await _p_support(ctx, claim.text, e)
+                p, _ = await _p_support_near(ctx, claim.text, e)
                 if p >= support_threshold(ctx):
                     return e.key, p
     ranked = sorted(others, key=lambda e: -_overlap(claim.text, e.text))[:2]
     for e in ranked:
         if _overlap(claim.text, e.text) < 0.3:
             continue
-        p = await _p_support(ctx, claim.text, e)
+        p, _ = await _p_support_near(ctx, claim.text, e)
         if p >= support_threshold(ctx):
             return e.key, p
     return None
@@ -236,8 +260,11 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
             continue
         # A quote verified verbatim in the passage is the sentence the claim rests on: judging the
         # claim against it (not the whole chunk) is sharper for a small judge, and faster.
-        context = judged[key] = evidence.model_copy(update={"text": claim.quote}) if quoted else evidence
-        p = await _p_support(ctx, claim.text, context)
+        if quoted:
+            context = judged[key] = evidence.model_copy(update={"text": claim.quote})
+            p = await _p_support(ctx, claim.text, context)
+        else:
+            p, judged[key] = await _p_support_near(ctx, claim.text, evidence)
         method = "judge+quote" if quoted else "judge"
         if p >= threshold:
             checks.append(CitationCheck(key=key, verdict=Verdict.supported, p_support=p, method=method))

@@ -363,6 +363,13 @@ class AnswerSettings(_Section):
     verify_contradictions: bool = Field(
         default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
     )
+    judge_windows: bool = Field(
+        default=True,
+        description="Free-form claims: the citation judge reads the runs of a passage's sentences "
+        "nearest the claim (the best of two runs of three) instead of the whole chunk, where the "
+        "1.5B judge missed plain support and passed vague claims. Multiple-choice picks keep the "
+        "whole passage.",
+    )
     mc_threshold: float | None = Field(
         default=None,
         ge=0.0,

@@ -7,14 +7,14 @@ import pytest
 from agent.core.evidence import offered_evidence, quote_in
 from agent.core.prompts import REDACTED
 from agent.core.settings import Settings, load_settings
-from agent.core.state import INSUFFICIENT, Claim, Verdict
+from agent.core.state import INSUFFICIENT, Claim, Evidence, Verdict
 from agent.llm.testing import FunctionLLM, Request, ScriptedLLM
 from corpus.store import Library
 from tests.tools.conftest import keyword_summary, make_ctx
 from tools.base import ToolContext, ToolRetry, tool
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer, polarity_options
-from tools.verify_citations import DESCRIBES_SOURCE, describes_source, verify_citations
+from tools.verify_citations import DESCRIBES_SOURCE, describes_source, verify_citations, verify_claims
 
 
 def key_of(ctx, word: str) -> str:  # type: ignore[no-untyped-def]
@@ -517,6 +517,55 @@ async def test_a_restated_sentence_with_its_fact_swapped_goes_to_the_judge(
     assert subject.checks[0].method == "sentence" and subject.verdict == Verdict.supported
     assert any("cetuximab" in c for c in judged) and any("in 2019" in c for c in judged)
     assert not any("EGFR T790M mutation confers" in c for c in judged)
+
+
+def _long_passage_ctx(library: Library, settings: Settings, options: list[str] | None = None) -> ToolContext:
+    """A run holding one long passage whose one sentence supports a paraphrased claim, and a
+    judge that finds support only in a short premise (the 1.5B judge's long-chunk failure)."""
+    filler = [f"Sentence {n} reports an unrelated measurement of ward occupancy in spring." for n in range(8)]
+    fact = "Osimertinib remains active against tumours carrying the T790M mutation."
+    passage = " ".join([*filler[:4], fact, *filler[4:]])
+
+    def judge(req: Request) -> float:
+        if "Does the statement answer the question?" in req.messages[-1].content:
+            return 0.9
+        premise = req.messages[-1].content.split("</passage>")[0]
+        return 0.95 if "Osimertinib remains active" in premise and len(premise) < 600 else 0.2
+
+    ctx = make_ctx(
+        library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge), options=options
+    )
+    ctx.state.evidence["Long2020"] = Evidence(
+        key="Long2020", chunk_id="long:0", doc_id="long", paper_key="Long2020", text=passage, score=8
+    )
+    ctx.state.claims = [
+        Claim(text="Tumours with T790M still respond to osimertinib.", citations=["Long2020"])
+    ]
+    return ctx
+
+
+async def test_the_judge_reads_the_sentences_nearest_a_free_form_claim(
+    library: Library, settings: Settings
+) -> None:
+    ctx = _long_passage_ctx(library, settings)
+    await verify_citations(ctx)
+    assert ctx.state.report is not None
+    (claim,) = ctx.state.report.claims
+    assert claim.verdict == Verdict.supported and claim.checks[0].method == "judge"
+    assert claim.checks[0].p_support == pytest.approx(0.95)
+    # answer.judge_windows off: the whole chunk, which this judge (like the 1.5B one) rejects
+    whole = _long_passage_ctx(library, settings.with_overrides(answer__judge_windows=False))
+    await verify_citations(whole)
+    assert whole.state.report is not None and whole.state.report.claims[0].verdict != Verdict.supported
+
+
+async def test_a_multiple_choice_pick_is_judged_on_the_whole_passage(
+    library: Library, settings: Settings
+) -> None:
+    ctx = _long_passage_ctx(library, settings, options=["active", "inactive", INSUFFICIENT])
+    report = await verify_claims(ctx, ctx.state.claims)
+    assert report.claims[0].verdict != Verdict.supported
+    assert report.claims[0].checks[0].p_support == pytest.approx(0.2)
 
 
 @pytest.mark.parametrize(
