@@ -5,11 +5,12 @@
 
 For every delivered free-form claim the citation check passed on the judge's word (method
 ``judge`` or ``judge+quote``), the check's own prompt (:func:`agent.core.prompts.judge_messages`)
-is asked again about what ``answer.judge_windows`` shows it: the runs of the cited passage's
-sentences nearest the claim (a verified quote is judged as it was, alone). Each claim is
-listed with the P(Yes) the run stored, the P(Yes) now, and how the answer was graded, so what
-the windows would have dropped can be read against correctness. Claims repeated across runs are
-asked once.
+is asked again twice: about the whole cited passage (the check before ``answer.judge_windows``)
+and about the runs of its sentences nearest the claim (a verified quote is judged as it was,
+alone). Each claim is listed with the P(Yes) the run stored, both P(Yes) now, and how the answer
+was graded, so what either way alone would have dropped can be read against correctness, free of
+the drift that changes a whole run's summaries between machines. Claims repeated across runs
+are asked once.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ async def replay(paths: list[Path]) -> list[dict[str, Any]]:
                     for window in support_windows(text, claim["text"]) if method == "judge" else [text]:
                         score = await judge.score_yes(judge_messages(claim["text"], window))
                         best = max(best, score.p_yes)
+                    whole = best
+                    if method == "judge":  # the whole passage, as the check read it before the windows
+                        whole = (await judge.score_yes(judge_messages(claim["text"], text))).p_yes
                     grade = row.get("free_text") or {}
                     out.append(
                         {
@@ -60,7 +64,9 @@ async def replay(paths: list[Path]) -> list[dict[str, Any]]:
                             "id": row["id"],
                             "method": method,
                             "p_stored": round(check.get("p_support") or 0.0, 3),
+                            "p_whole": round(whole, 3),
                             "p_windows": round(best, 3),
+                            "kept_whole": whole >= settings.evidence.judge_threshold,
                             "kept": best >= settings.evidence.judge_threshold,
                             "judge_correct": grade.get("correct"),
                             "containment": grade.get("containment"),
@@ -77,8 +83,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     claims = asyncio.run(replay(args.rows))
-    dropped = [c for c in claims if not c["kept"]]
-    write_report({"claims": len(claims), "dropped": len(dropped), "rows": claims}, args.out)
+    report = {
+        "claims": len(claims),
+        "kept_windows_only": sum(c["kept"] and not c["kept_whole"] for c in claims),
+        "kept_whole_only": sum(c["kept_whole"] and not c["kept"] for c in claims),
+        "rows": claims,
+    }
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -179,10 +179,12 @@ async def _p_support_near(ctx: ToolContext, claim: str, evidence: Evidence) -> t
     """The judge's P(support) on the sentences of ``evidence`` nearest ``claim``, and what it read.
 
     Shown a whole 1,800-character chunk, the 1.5B judge rejected claims a sentence of it holds
-    and passed vague ones near its bar ("The genome of RHDV has novel features"). So a free-form
-    claim is judged against the best of the runs of sentences sharing the most words with it
-    (:func:`agent.core.words.support_windows`; ``answer.judge_windows``), the first to pass ending
-    the search. Multiple-choice picks keep the whole passage their bars were chosen on.
+    and passed vague ones near its bar ("The genome of RHDV has novel features"). With
+    ``answer.judge_windows`` a free-form claim is judged against the best of the runs of
+    sentences sharing the most words with it (:func:`agent.core.words.support_windows`), the
+    first to pass ending the search. It is off by default: a window can hold a claim's
+    predicate without its subject, and the judge then passed claims the passage does not make.
+    Multiple-choice picks always read the whole passage their bars were chosen on.
     """
     if ctx.state.options or not ctx.settings.answer.judge_windows:
         return await _p_support(ctx, claim, evidence), evidence

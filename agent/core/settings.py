@@ -364,11 +364,12 @@ class AnswerSettings(_Section):
         default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
     )
     judge_windows: bool = Field(
-        default=True,
+        default=False,
         description="Free-form claims: the citation judge reads the runs of a passage's sentences "
-        "nearest the claim (the best of two runs of three) instead of the whole chunk, where the "
-        "1.5B judge missed plain support and passed vague claims. Multiple-choice picks keep the "
-        "whole passage.",
+        "nearest the claim (the best of two runs of three) instead of the whole chunk. Off: the "
+        "windows leave out a claim's subject when it sits in another sentence, and the 1.5B judge "
+        "then passed claims the passage does not make ('TIVs are administered intranasally' "
+        "against a window about an RSV challenge).",
     )
     mc_threshold: float | None = Field(
         default=None,

@@ -547,14 +547,15 @@ def _long_passage_ctx(library: Library, settings: Settings, options: list[str] |
 async def test_the_judge_reads_the_sentences_nearest_a_free_form_claim(
     library: Library, settings: Settings
 ) -> None:
-    ctx = _long_passage_ctx(library, settings)
+    ctx = _long_passage_ctx(library, settings.with_overrides(answer__judge_windows=True))
     await verify_citations(ctx)
     assert ctx.state.report is not None
     (claim,) = ctx.state.report.claims
     assert claim.verdict == Verdict.supported and claim.checks[0].method == "judge"
     assert claim.checks[0].p_support == pytest.approx(0.95)
-    # answer.judge_windows off: the whole chunk, which this judge (like the 1.5B one) rejects
-    whole = _long_passage_ctx(library, settings.with_overrides(answer__judge_windows=False))
+    # by default (answer.judge_windows off): the whole chunk, which this judge rejects
+    whole = _long_passage_ctx(library, settings)
+    assert not settings.answer.judge_windows
     await verify_citations(whole)
     assert whole.state.report is not None and whole.state.report.claims[0].verdict != Verdict.supported
 
