@@ -35,14 +35,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import (
+    covidqa_split_arguments,
+    read_scores,
+    require_split,
+    write_report,
+)  # benchmarks/common.py: scripts run from this folder
 
 from agent.core.evidence import normalise
 from agent.core.prompts import answers_messages, sentences
 from agent.core.settings import load_settings
 from agent.llm.factory import resolve_role_llms
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _STOP = frozenset(
     re.findall(
         r"\w+",
@@ -130,14 +134,7 @@ def _delivered(path: Path) -> list[dict[str, Any]]:
 
 async def score_all(items: list[tuple[str, str, str]], scores: Path) -> dict[str, float]:
     """P(Yes) per (key, question, statement), appended to ``scores`` and read back on resume."""
-    done: dict[str, float] = {}
-    if scores.exists():
-        for line in scores.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a torn last line from a killed run
-                continue
-            done[rec["key"]] = rec["p"]
+    done: dict[str, float] = {rec["key"]: rec["p"] for rec in read_scores(scores)}
     todo = [i for i in items if i[0] not in done]
     if todo:
         judge = resolve_role_llms(load_settings())["judge"]
@@ -188,11 +185,7 @@ def cross_validate(rows: list[dict[str, Any]], max_loss: float, folds: int, seed
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DATA / "sets" / "covidqa-dev.jsonl")
-    ap.add_argument("--corpus", type=Path, default=DATA / "corpus" / "covidqa-papers-dev.jsonl.gz")
-    ap.add_argument("--questions", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--folds", type=int, default=5)
+    covidqa_split_arguments(ap, questions=300)
     ap.add_argument("--max-loss", type=float, default=0.05, help="answering statements one may stop")
     ap.add_argument("--scores", type=Path, required=True, help="P(Yes) per statement (resumable)")
     ap.add_argument(
@@ -204,8 +197,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
-    if not args.set.exists() or not args.corpus.exists():
-        raise SystemExit(f"needs {args.set} and {args.corpus} (../shared/data)")
+    require_split(args)
 
     made = pairs(args.set, args.corpus, args.questions, args.seed)
     present = [(r, "present") for p in args.runs for r in _delivered(p)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -46,3 +47,30 @@ def write_report(report: dict[str, Any], out: Path | None) -> None:
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(text)
         os.replace(tmp, out)
+
+
+def covidqa_split_arguments(ap: argparse.ArgumentParser, questions: int) -> None:
+    """The covidqa-dev set and corpus, the sample and the folds every cross-validated gate takes."""
+    ap.add_argument("--set", type=Path, default=DATA / "sets" / "covidqa-dev.jsonl")
+    ap.add_argument("--corpus", type=Path, default=DATA / "corpus" / "covidqa-papers-dev.jsonl.gz")
+    ap.add_argument("--questions", type=int, default=questions)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--folds", type=int, default=5)
+
+
+def require_split(args: argparse.Namespace) -> None:
+    """Stop with a clear message where ../shared/data is absent."""
+    if not args.set.exists() or not args.corpus.exists():
+        raise SystemExit(f"needs {args.set} and {args.corpus} (../shared/data)")
+
+
+def read_scores(path: Path) -> list[dict[str, Any]]:
+    """The records of a resumable scores file, skipping the torn last line a killed run leaves."""
+    records: list[dict[str, Any]] = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from answer_gate import _jsonl, _words  # benchmarks/: scripts run from this folder
-from common import DATA, write_report
+from common import covidqa_split_arguments, read_scores, require_split, write_report
 
 from agent.core.evidence import normalise
 from agent.core.prompts import sentences
@@ -186,13 +186,8 @@ async def _score(judge: Any, mode: str, passage: str, statement: str) -> float:
 
 def _load(scores: Path) -> dict[str, dict[str, float]]:
     done: dict[str, dict[str, float]] = {}
-    if scores.exists():
-        for line in scores.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a torn last line from a killed run
-                continue
-            done[rec["key"]] = {**done.get(rec["key"], {}), **rec["p"]}
+    for rec in read_scores(scores):
+        done[rec["key"]] = {**done.get(rec["key"], {}), **rec["p"]}
     return done
 
 
@@ -316,19 +311,14 @@ def _delivered_faithfulness(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DATA / "sets" / "covidqa-dev.jsonl")
-    ap.add_argument("--corpus", type=Path, default=DATA / "corpus" / "covidqa-papers-dev.jsonl.gz")
-    ap.add_argument("--questions", type=int, default=90)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--folds", type=int, default=5)
+    covidqa_split_arguments(ap, questions=90)
     ap.add_argument("--keep", type=float, default=0.95, help="supported pairs a CV bar must accept")
     ap.add_argument("--scores", type=Path, required=True, help="P(Yes) per pair (resumable)")
     ap.add_argument("--rows", type=Path, nargs="*", default=[], help="bench --free-text rows to rescore")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--report-only", action="store_true", help="report what --scores holds; no model")
     args = ap.parse_args()
-    if not args.set.exists() or not args.corpus.exists():
-        raise SystemExit(f"needs {args.set} and {args.corpus} (../shared/data)")
+    require_split(args)
     settings = load_settings(environ={})
     # every eligible question for the model-free sentence rule; the first --questions of them
     # (the same pairs a shorter run builds) for the judge

@@ -454,9 +454,8 @@ async def test_a_claim_restating_a_passage_sentence_needs_no_judge_but_a_negated
     assert [c.text for c in ctx.state.claims] == [kept.text]
 
 
-async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
-    library: Library, settings: Settings
-) -> None:
+async def _t790m_ctx_rejecting_judge(library: Library, settings: Settings) -> tuple[ToolContext, list[str]]:
+    """The T790M passage gathered, and a judge that rejects every claim and records what it read."""
     judged: list[str] = []
 
     def judge(req: Request) -> float:
@@ -467,6 +466,13 @@ async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
 
     ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
     await gather_evidence(ctx, question="EGFR T790M gefitinib erlotinib")
+    return ctx, judged
+
+
+async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
+    library: Library, settings: Settings
+) -> None:
+    ctx, judged = await _t790m_ctx_rejecting_judge(library, settings)
     key = key_of(ctx, "T790M")
     # every content word of "The T790M mutation confers resistance to gefitinib and erlotinib",
     # in an order that says something else
@@ -487,16 +493,7 @@ async def test_a_claim_that_shuffles_a_sentences_words_goes_to_the_judge(
 async def test_a_restated_sentence_with_its_fact_swapped_goes_to_the_judge(
     library: Library, settings: Settings
 ) -> None:
-    judged: list[str] = []
-
-    def judge(req: Request) -> float:
-        if "Does the statement answer the question?" in req.messages[-1].content:
-            return 0.9
-        judged.append(req.messages[-1].content)
-        return 0.1
-
-    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
-    await gather_evidence(ctx, question="EGFR T790M gefitinib erlotinib")
+    ctx, judged = await _t790m_ctx_rejecting_judge(library, settings)
     key = key_of(ctx, "T790M")
     ctx.state.claims = [
         # the sentence with its one fact replaced: 80% of its words still match
