@@ -5,12 +5,11 @@
 
 For every delivered free-form claim the citation check passed on the judge's word (method
 ``judge`` or ``judge+quote``), the check's own prompt (:func:`agent.core.prompts.judge_messages`)
-is asked again twice: about the whole cited passage (the check before ``answer.judge_windows``)
-and about the runs of its sentences nearest the claim (a verified quote is judged as it was,
-alone). Each claim is listed with the P(Yes) the run stored, both P(Yes) now, and how the answer
-was graded, so what either way alone would have dropped can be read against correctness, free of
-the drift that changes a whole run's summaries between machines. Claims repeated across runs
-are asked once.
+is asked again twice: about the whole cited passage (the check's default) and about the runs
+of its sentences nearest the claim (a verified quote is judged as it was, alone). Each claim is
+listed with the P(Yes) the run stored, both P(Yes) now, and how the answer was graded, so what
+either way alone would have dropped can be read against correctness, free of the drift that
+changes a whole run's summaries between machines. Claims repeated across runs are asked once.
 """
 
 from __future__ import annotations
@@ -54,8 +53,8 @@ async def replay(paths: list[Path]) -> list[dict[str, Any]]:
                     for window in support_windows(text, claim["text"]) if method == "judge" else [text]:
                         score = await judge.score_yes(judge_messages(claim["text"], window))
                         best = max(best, score.p_yes)
-                    whole = best
-                    if method == "judge":  # the whole passage, as the check read it before the windows
+                    whole = best  # a verified quote was judged alone either way
+                    if method == "judge":  # the whole passage, as the check reads it by default
                         whole = (await judge.score_yes(judge_messages(claim["text"], text))).p_yes
                     grade = row.get("free_text") or {}
                     out.append(
