@@ -5,11 +5,12 @@
 
 For every delivered free-form claim the citation check passed on the judge's word (method
 ``judge`` or ``judge+quote``), the check's own prompt (:func:`agent.core.prompts.judge_messages`)
-is asked again twice: about the whole cited passage (the check's default) and about the runs
-of its sentences nearest the claim (a verified quote is judged as it was, alone). Each claim is
-listed with the P(Yes) the run stored, both P(Yes) now, and how the answer was graded, so what
-either way alone would have dropped can be read against correctness, free of the drift that
-changes a whole run's summaries between machines. Claims repeated across runs are asked once.
+is asked again twice: about the whole cited passage and about the runs of its sentences nearest
+the claim (a verified quote is judged as it was, alone), the two views ``answer.judge_view``
+chooses between. Each claim is listed with the P(Yes) the run stored, both P(Yes) now, and how
+the answer was graded, so what either view alone, or both together (the default), would have
+dropped can be read against correctness, free of the drift that changes a whole run's
+summaries between machines. Claims repeated across runs are asked once.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ async def replay(paths: list[Path]) -> list[dict[str, Any]]:
                         score = await judge.score_yes(judge_messages(claim["text"], window))
                         best = max(best, score.p_yes)
                     whole = best  # a verified quote was judged alone either way
-                    if method == "judge":  # the whole passage, as the check reads it by default
+                    if method == "judge":  # the whole passage
                         whole = (await judge.score_yes(judge_messages(claim["text"], text))).p_yes
                     grade = row.get("free_text") or {}
                     out.append(
@@ -86,6 +87,7 @@ def main() -> None:
         "claims": len(claims),
         "kept_windows_only": sum(c["kept"] and not c["kept_whole"] for c in claims),
         "kept_whole_only": sum(c["kept_whole"] and not c["kept"] for c in claims),
+        "kept_both": sum(c["kept_whole"] and c["kept"] for c in claims),
         "rows": claims,
     }
     write_report(report, args.out)

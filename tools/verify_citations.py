@@ -176,27 +176,34 @@ async def _p_support(ctx: ToolContext, claim: str, evidence: Evidence) -> float:
 
 
 async def _p_support_near(ctx: ToolContext, claim: str, evidence: Evidence) -> tuple[float, Evidence]:
-    """The judge's P(support) on the sentences of ``evidence`` nearest ``claim``, and what it read.
+    """The judge's P(support) for ``claim`` on what ``answer.judge_view`` shows it, and what it read.
 
-    Shown a whole 1,800-character chunk, the 1.5B judge rejected claims a sentence of it holds
-    and passed vague ones near its bar ("The genome of RHDV has novel features"). With
-    ``answer.judge_windows`` a free-form claim is judged against the best of the runs of
-    sentences sharing the most words with it (:func:`agent.core.words.support_windows`), the
-    first to pass ending the search. It is off by default: a window can hold a claim's
-    predicate without its subject, and the judge then passed claims the passage does not make.
-    Multiple-choice picks always read the whole passage their bars were chosen on.
+    Shown a whole 1,800-character chunk, the 1.5B judge misses claims one of its sentences holds
+    and passes vague or conflated ones near its bar ("The genome of RHDV has novel features").
+    Shown only the runs of sentences sharing the most words with the claim
+    (:func:`agent.core.words.support_windows`), it finds the plain support but can pass a claim
+    whose subject sits in another sentence. So by default (``"both"``) a claim must pass on the
+    whole chunk and then on a window: it reports the lower of the two, and the view that read
+    it, which a contradiction check then reads too. The window search stops at the first pass,
+    and is skipped when the whole chunk already fails. Multiple-choice picks always read the
+    whole passage their bars were chosen on.
     """
-    if ctx.state.options or not ctx.settings.answer.judge_windows:
-        return await _p_support(ctx, claim, evidence), evidence
+    view = "whole" if ctx.state.options else ctx.settings.answer.judge_view
+    threshold = support_threshold(ctx)
+    whole = 1.0
+    if view != "windows":
+        whole = await _p_support(ctx, claim, evidence)
+        if view == "whole" or whole < threshold:
+            return whole, evidence
     best, read = -1.0, evidence
     for text in support_windows(evidence.text, claim):
         window = evidence.model_copy(update={"text": text})
         p = await _p_support(ctx, claim, window)
         if p > best:
             best, read = p, window
-        if p >= support_threshold(ctx):
+        if p >= threshold:
             break
-    return best, read
+    return (best, read) if best < whole else (whole, evidence)
 
 
 async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> float:

@@ -363,13 +363,14 @@ class AnswerSettings(_Section):
     verify_contradictions: bool = Field(
         default=True, description="Ask the judge whether an unsupported claim is contradicted (type 3)."
     )
-    judge_windows: bool = Field(
-        default=False,
-        description="Free-form claims: the citation judge reads the runs of a passage's sentences "
-        "nearest the claim (the best of two runs of three) instead of the whole chunk. Off: the "
-        "windows leave out a claim's subject when it sits in another sentence, and the 1.5B judge "
-        "then passed claims the passage does not make ('TIVs are administered intranasally' "
-        "against a window about an RSV challenge).",
+    judge_view: Literal["whole", "windows", "both"] = Field(
+        default="both",
+        description="Free-form claims: what the citation judge reads. 'whole': the cited chunk; "
+        "'windows': the runs of its sentences nearest the claim (the best of two runs of three), "
+        "which can leave out a claim's subject, so the 1.5B judge passed claims the passage does "
+        "not make ('TIVs are administered intranasally' against a window about an RSV challenge); "
+        "'both': the claim must pass on the whole chunk and on a window, which also drops vague or "
+        "conflated claims the whole chunk lets through near the bar.",
     )
     mc_threshold: float | None = Field(
         default=None,

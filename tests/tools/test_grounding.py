@@ -516,9 +516,15 @@ async def test_a_restated_sentence_with_its_fact_swapped_goes_to_the_judge(
     assert not any("EGFR T790M mutation confers" in c for c in judged)
 
 
-def _long_passage_ctx(library: Library, settings: Settings, options: list[str] | None = None) -> ToolContext:
+def _long_passage_ctx(
+    library: Library,
+    settings: Settings,
+    options: list[str] | None = None,
+    score: Callable[[Request], float] | None = None,
+) -> ToolContext:
     """A run holding one long passage whose one sentence supports a paraphrased claim, and a
-    judge that finds support only in a short premise (the 1.5B judge's long-chunk failure)."""
+    judge that finds support only in a short premise (the 1.5B judge's long-chunk failure),
+    unless ``score`` scores instead."""
     filler = [f"Sentence {n} reports an unrelated measurement of ward occupancy in spring." for n in range(8)]
     fact = "Osimertinib remains active against tumours carrying the T790M mutation."
     passage = " ".join([*filler[:4], fact, *filler[4:]])
@@ -530,7 +536,7 @@ def _long_passage_ctx(library: Library, settings: Settings, options: list[str] |
         return 0.95 if "Osimertinib remains active" in premise and len(premise) < 600 else 0.2
 
     ctx = make_ctx(
-        library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge), options=options
+        library, settings, judge=FunctionLLM(lambda r: "No", score_function=score or judge), options=options
     )
     ctx.state.evidence["Long2020"] = Evidence(
         key="Long2020", chunk_id="long:0", doc_id="long", paper_key="Long2020", text=passage, score=8
@@ -544,17 +550,59 @@ def _long_passage_ctx(library: Library, settings: Settings, options: list[str] |
 async def test_the_judge_reads_the_sentences_nearest_a_free_form_claim(
     library: Library, settings: Settings
 ) -> None:
-    ctx = _long_passage_ctx(library, settings.with_overrides(answer__judge_windows=True))
+    ctx = _long_passage_ctx(library, settings.with_overrides(answer__judge_view="windows"))
     await verify_citations(ctx)
     assert ctx.state.report is not None
     (claim,) = ctx.state.report.claims
     assert claim.verdict == Verdict.supported and claim.checks[0].method == "judge"
     assert claim.checks[0].p_support == pytest.approx(0.95)
-    # by default (answer.judge_windows off): the whole chunk, which this judge rejects
-    whole = _long_passage_ctx(library, settings)
-    assert not settings.answer.judge_windows
-    await verify_citations(whole)
-    assert whole.state.report is not None and whole.state.report.claims[0].verdict != Verdict.supported
+    # the whole chunk alone, and the default (whole chunk and a window), reject it with this judge
+    for view in ("whole", "both"):
+        other = _long_passage_ctx(library, settings.with_overrides(answer__judge_view=view))
+        await verify_citations(other)
+        assert other.state.report is not None
+        assert other.state.report.claims[0].verdict != Verdict.supported
+
+
+def _judged_views(
+    library: Library, settings: Settings, p_whole: float, p_window: float
+) -> tuple[ToolContext, list[str]]:
+    """A run whose judge gives ``p_whole`` on a long premise and ``p_window`` on a short one."""
+    premises: list[str] = []
+
+    def judge(req: Request) -> float:
+        if "Does the statement answer the question?" in req.messages[-1].content:
+            return 0.9
+        premise = req.messages[-1].content.split("</passage>")[0]
+        if "support the claim?" in req.messages[-1].content:
+            premises.append(premise)
+        return p_window if len(premise) < 600 else p_whole
+
+    return _long_passage_ctx(library, settings, score=judge), premises
+
+
+async def test_by_default_a_claim_must_pass_on_the_whole_passage_and_on_a_window(
+    library: Library, settings: Settings
+) -> None:
+    assert settings.answer.judge_view == "both"
+    # passed on the whole chunk, failed by every window: dropped, at the windows' P
+    ctx, premises = _judged_views(library, settings, p_whole=0.9, p_window=0.3)
+    report = await verify_claims(ctx, ctx.state.claims)
+    (claim,) = report.claims
+    assert claim.verdict != Verdict.supported
+    assert claim.checks[0].p_support == pytest.approx(0.3)
+    assert len([p for p in premises if len(p) < 600]) == 2  # both windows were tried
+    # passed both ways: supported, at the lower P; one window suffices
+    ctx, premises = _judged_views(library, settings, p_whole=0.9, p_window=0.95)
+    report = await verify_claims(ctx, ctx.state.claims)
+    assert report.claims[0].verdict == Verdict.supported
+    assert report.claims[0].checks[0].p_support == pytest.approx(0.9)
+    assert len([p for p in premises if len(p) < 600]) == 1
+    # failed on the whole chunk: no window is read
+    ctx, premises = _judged_views(library, settings, p_whole=0.3, p_window=0.95)
+    report = await verify_claims(ctx, ctx.state.claims)
+    assert report.claims[0].verdict != Verdict.supported
+    assert not [p for p in premises if len(p) < 600]
 
 
 async def test_a_multiple_choice_pick_is_judged_on_the_whole_passage(
