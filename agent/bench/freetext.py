@@ -173,15 +173,29 @@ class FreeTextGrade(BaseModel):
     correct: bool | None = Field(default=None, description="judge_p_yes >= JUDGE_THRESHOLD.")
     cited_docs: list[str] = Field(default_factory=list)
     right_paper: bool | None = Field(default=None, description="A cited passage is from a source paper.")
+    states_withheld: bool | None = Field(
+        default=None,
+        description="Sources withheld, yet answered: the answer states the withheld paper's reference "
+        "(the fact is in another paper too) rather than something else.",
+    )
 
 
 async def score_free_text(
-    question: str, reference: str | None, answer: Answer, gold_docs: set[str], judge: Any
+    question: str,
+    reference: str | None,
+    answer: Answer,
+    gold_docs: set[str],
+    judge: Any,
+    withheld_reference: str | None = None,
 ) -> FreeTextGrade:
     """Every free-form check of one answer; ``reference`` is None when abstaining is right.
 
     The reference checks run only on answers to answerable questions: an abstention scores 0
-    F1 and no containment without a judge call, since it states nothing.
+    F1 and no containment without a judge call, since it states nothing. With the sources
+    withheld, an answer is still judged against ``withheld_reference``, the withheld paper's
+    answer: a generic question ("Is there an influenza vaccine?") can have the same answer in
+    another paper, and a user is served by it, while an answer stating something else is the
+    failure the abstention rate alone cannot tell apart from it.
     """
     text = answer_text(answer)
     answered = bool(text)
@@ -194,6 +208,9 @@ async def score_free_text(
         right_paper=bool(cited & gold_docs) if answered and gold_docs else None,
     )
     if reference is None:
+        if answered and withheld_reference:
+            grade.judge_p_yes = await judge_p_yes(judge, question, withheld_reference, text)
+            grade.states_withheld = grade.judge_p_yes >= JUDGE_THRESHOLD
         return grade
     grade.token_f1 = token_f1(text, reference)
     grade.containment = containment(text, reference)

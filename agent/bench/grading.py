@@ -326,6 +326,7 @@ def _free_text_means(rows: Sequence[Graded]) -> dict[str, Any]:
     given = [(r, f) for r, f in scored if f.answered]
     sourced = [f for _, f in free if f.right_paper is not None]
     judged = [f for _, f in given if f.judge_p_yes is not None]
+    withheld = [f for r, f in free if not r.answerable and f.answered]
     return {
         "token_f1": _mean([f.token_f1 or 0.0 for _, f in scored]),
         "token_f1_answered": _mean([f.token_f1 or 0.0 for _, f in given]),
@@ -334,6 +335,9 @@ def _free_text_means(rows: Sequence[Graded]) -> dict[str, Any]:
         "judge_correct_of_answered": _mean([float(bool(f.correct)) for f in judged]),
         "judged": len(judged),
         "right_paper_cited": _mean([float(bool(f.right_paper)) for f in sourced]),
+        # abstention's misses split: the withheld paper's answer found elsewhere, or something else
+        "withheld_answered": len(withheld),
+        "withheld_answered_stating_reference": sum(bool(f.states_withheld) for f in withheld),
     }
 
 

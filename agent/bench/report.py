@@ -183,6 +183,13 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
                         f"{_fmt(t['coverage'])} |"
                     )
                 parts.append("")
+            if m.get("withheld_answered"):
+                parts += [
+                    f"{system} · {name}: sources withheld, {m['withheld_answered']} answered; "
+                    f"{m.get('withheld_answered_stating_reference', 0)} of them state the withheld "
+                    "paper's reference (found in another paper), the rest something else.",
+                    "",
+                ]
             if m.get("ragas"):
                 parts += [f"## {system} · {name}: RAGAS (own judge and embedder)", ""]
                 parts += [f"- {k}: {_fmt(v)}" for k, v in m["ragas"].items()] + [""]

@@ -202,7 +202,9 @@ async def grade_one(
         span = q.ideal if q.answerable else None
         # withheld sources cannot be cited, so "right paper cited" does not apply there
         cite_gold = set() if withhold else gold
-        free = await score_free_text(q.question, span, answer, cite_gold, session.llms["judge"])
+        free = await score_free_text(
+            q.question, span, answer, cite_gold, session.llms["judge"], q.ideal if withhold else None
+        )
     graded = grade(q, options, answer, gold, free)
     if free_text:
         from agent.bench.ragas import ragas_scores

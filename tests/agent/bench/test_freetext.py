@@ -142,6 +142,14 @@ async def test_judge_grades_answers_with_one_call_each() -> None:
     # withheld sources: no reference, no judge call; abstaining is what counts
     g = await score_free_text("q", None, right, set(), judge)
     assert g.answered and g.token_f1 is None and g.correct is None and len(judge.requests) == 2
+    assert g.states_withheld is None
+    # ... but an answer given anyway is read against the withheld paper's reference
+    g = await score_free_text("q", None, right, set(), judge, withheld_reference="Osimertinib")
+    assert g.correct is None and g.states_withheld is True and g.judge_p_yes == pytest.approx(0.9)
+    g = await score_free_text("q", None, wrong_paper, set(), judge, withheld_reference="Osimertinib")
+    assert g.states_withheld is False and len(judge.requests) == 4
+    g = await score_free_text("q", None, abstained, set(), judge, withheld_reference="Osimertinib")
+    assert g.states_withheld is None and len(judge.requests) == 4  # an abstention states nothing
 
 
 def q(**kw: object) -> BenchQuestion:
@@ -291,3 +299,8 @@ async def test_free_text_bench_end_to_end(index_dir: Path, settings: Settings, t
     assert next(r for r in rows if r["id"] == "1")["status"] == "insufficient_evidence"
     assert h["abstention_rate"] == abstained / 2 and h["abstention_accuracy"] == abstained / 2
     assert h["token_f1"] is None and all(r["free_text"]["right_paper"] is None for r in rows)
+    answered_rows = [r for r in rows if r["free_text"]["answered"]]
+    assert h["withheld_answered"] == len(answered_rows) == 2 - abstained == 1
+    stating = [r for r in answered_rows if r["free_text"]["states_withheld"]]
+    assert h["withheld_answered_stating_reference"] == len(stating)
+    assert all(r["free_text"]["states_withheld"] is None for r in rows if not r["free_text"]["answered"])
