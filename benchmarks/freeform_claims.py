@@ -10,11 +10,15 @@ was shown, how many drafted claims the decomposition split or the fragment mendi
 (from the tool observations in each trace), and the cost of an answered question against one that
 ended in "insufficient evidence" (the issue's ≤ 1.5× target). With ``--withheld`` (the same
 questions run with ``--withhold-sources``) it replays stricter abstention gates on both runs.
+With ``--grade-withheld ROWS… --set SET`` it asks the benchmark's correctness judge whether
+each answer a withheld run gave anyway states the withheld paper's reference, as
+``scholarloop bench`` now does itself (``states_withheld``), for rows stored before it did.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 import statistics
@@ -24,6 +28,8 @@ from typing import Any
 
 from common import write_report  # benchmarks/common.py: scripts run from this folder
 
+from agent.bench.freetext import JUDGE_THRESHOLD, judge_p_yes
+from agent.bench.grading import load_set
 from tools.verify_citations import describes_source
 
 _DRAFTED = re.compile(r"Drafted (\d+) claim\(s\)(?: \(from (\d+) drafted\))?")
@@ -134,6 +140,40 @@ def gate_curve(present: list[dict[str, Any]], withheld: list[dict[str, Any]]) ->
     }
 
 
+async def grade_withheld(paths: list[Path], set_path: Path, system: str) -> dict[str, Any]:
+    """Each withheld run's answers against the withheld reference, one judge call per answer."""
+    from agent.core.settings import load_settings
+    from agent.llm.factory import resolve_role_llms
+
+    judge = resolve_role_llms(load_settings())["judge"]
+    ideal = {q.id: q.ideal for q in load_set(set_path)}
+    out: dict[str, Any] = {}
+    for path in paths:
+        graded = []
+        for row in _rows(path, system):
+            free = row["free_text"]
+            if not free.get("answered") or not ideal.get(row["id"]):
+                continue
+            p = free.get("judge_p_yes") if free.get("states_withheld") is not None else None
+            if p is None:
+                p = await judge_p_yes(judge, row["answer"]["question"], ideal[row["id"]], free["text"])
+            graded.append(
+                {
+                    "id": row["id"],
+                    "p_yes": round(p, 3),
+                    "states_reference": p >= JUDGE_THRESHOLD,
+                    "answer": free["text"],
+                    "reference": ideal[row["id"]],
+                }
+            )
+        out[str(path)] = {
+            "answered": len(graded),
+            "stating_reference": sum(g["states_reference"] for g in graded),
+            "answers": graded,
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="questions.jsonl files of free-form bench runs")
@@ -143,7 +183,17 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None, help="with --withheld: the abstention trade-off")
+    ap.add_argument(
+        "--grade-withheld",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="withheld runs whose answers are judged against the withheld reference (needs --set)",
+    )
+    ap.add_argument("--set", type=Path, default=None, help="the question set the runs asked")
     args = ap.parse_args()
+    if args.grade_withheld and args.set is None:
+        ap.error("--grade-withheld needs --set")
     report: dict[str, Any] = {}
     for path in [*args.runs, *([args.withheld] if args.withheld else [])]:
         report[str(path)] = summarise(_rows(path, args.system))
@@ -153,6 +203,8 @@ def main() -> None:
         )
         if args.png:
             plot(curve, args.png)
+    if args.grade_withheld:
+        report["withheld_answers"] = asyncio.run(grade_withheld(args.grade_withheld, args.set, args.system))
     write_report(report, args.out)
 
 
