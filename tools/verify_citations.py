@@ -185,25 +185,28 @@ async def _p_support_near(ctx: ToolContext, claim: str, evidence: Evidence) -> t
     whose subject sits in another sentence. So by default (``"both"``) a claim must pass on the
     whole chunk and then on a window: it reports the lower of the two, and the view that read
     it, which a contradiction check then reads too. The window search stops at the first pass,
-    and is skipped when the whole chunk already fails. Multiple-choice picks always read the
-    whole passage their bars were chosen on.
+    and is skipped when the whole chunk already fails or is itself the only window. Multiple-choice
+    picks always read the whole passage their bars were chosen on.
     """
     view = "whole" if ctx.state.options else ctx.settings.answer.judge_view
     threshold = support_threshold(ctx)
-    whole = 1.0
+    whole: float | None = None
     if view != "windows":
         whole = await _p_support(ctx, claim, evidence)
         if view == "whole" or whole < threshold:
             return whole, evidence
+    windows = support_windows(evidence.text, claim)
+    if whole is not None and windows == [evidence.text]:
+        return whole, evidence  # a passage of a few sentences is its own window: no second call
     best, read = -1.0, evidence
-    for text in support_windows(evidence.text, claim):
+    for text in windows:
         window = evidence.model_copy(update={"text": text})
         p = await _p_support(ctx, claim, window)
         if p > best:
             best, read = p, window
         if p >= threshold:
             break
-    return (best, read) if best < whole else (whole, evidence)
+    return (whole, evidence) if whole is not None and whole <= best else (best, read)
 
 
 async def _p_contradict(ctx: ToolContext, claim: str, evidence: Evidence) -> float:

@@ -605,6 +605,28 @@ async def test_by_default_a_claim_must_pass_on_the_whole_passage_and_on_a_window
     assert not [p for p in premises if len(p) < 600]
 
 
+async def test_a_passage_short_enough_to_be_its_own_window_is_judged_once(
+    library: Library, settings: Settings
+) -> None:
+    asked: list[str] = []
+
+    def judge(req: Request) -> float:
+        if "support the claim?" in req.messages[-1].content:
+            asked.append(req.messages[-1].content)
+        return 0.9
+
+    ctx = make_ctx(library, settings, judge=FunctionLLM(lambda r: "No", score_function=judge))
+    fact = "Osimertinib remains active against tumours carrying the T790M mutation."
+    ctx.state.evidence["Short2020"] = Evidence(
+        key="Short2020", chunk_id="short:0", doc_id="short", paper_key="Short2020", text=fact, score=8
+    )
+    claim = Claim(text="Tumours with T790M still respond to osimertinib.", citations=["Short2020"])
+    report = await verify_claims(ctx, [claim])
+    assert report.claims[0].verdict == Verdict.supported
+    assert report.claims[0].checks[0].p_support == pytest.approx(0.9)
+    assert len(asked) == 1
+
+
 async def test_a_multiple_choice_pick_is_judged_on_the_whole_passage(
     library: Library, settings: Settings
 ) -> None:
