@@ -16,8 +16,13 @@ $(PY):
 
 # llama-cpp-python compiles from source the first time (~9 min on 2 cores); pip caches the wheel.
 # The ray extra is a prebuilt wheel (~15 s) and lets `make test` run the Ray batch tests.
-install: $(PY)
+# A stamp, so the checks below install first in a fresh clone and reinstall when pyproject changes.
+STAMP := $(VENV)/.installed
+install: $(STAMP)
+
+$(STAMP): pyproject.toml | $(PY)
 	$(BIN)/pip install -q -e ".[offline,bench,dev,serve,ray]"
+	touch $@
 
 # Installs the offline stack, then answers a real question over the demo PDFs, offline.
 demo: install
@@ -30,14 +35,14 @@ doctor: install
 docs-cli:
 	$(PY) -m agent.cli.docs
 
-lint:
+lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-typecheck:
+typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest:
+pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
