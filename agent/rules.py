@@ -133,6 +133,8 @@ class Rulebook:
         state, progress = ctx.state, ctx.state.progress
         if progress.searched_since_gather or progress.requeries >= self.max_requery_rounds:
             return None
+        if state.gate is not None and state.gate.final:
+            return None  # new terms cannot tell which paper the question means
         gate_failed = state.gate is not None and not state.gate.passed
         claims_failed = progress.verified and state.report is not None and state.report.needs_more_evidence
         if not (gate_failed or claims_failed):

@@ -9,6 +9,10 @@ With ``evidence.min_coverage`` a free-form run reads only chunks that hold enoug
 question's rare terms (IDF-weighted, from the library's BM25 statistics): on full-text papers
 that share one topic, a chunk without them is about the topic, not the answer, and when no chunk
 has them the gate fails before any model call.
+With ``evidence.unnamed_papers`` a free-form question that points at one unnamed work ("this
+study") stops there too when the covered chunks come from that many papers: the library cannot
+tell which one is meant, so the run names the candidates and asks instead of answering about
+whichever ranked first.
 With ``evidence.answers_threshold`` a free-form run also asks the judge whether each passage's
 quote answers the question; the gate then needs one that does, so a run that found only
 passages on the question's topic searches again or abstains before paying for a draft.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 
+from agent.core.deixis import unnamed_work
 from agent.core.errors import ServiceError
 from agent.core.evidence import quote_in
 from agent.core.models import ScoredChunk
@@ -25,7 +30,7 @@ from agent.core.prompts import answers_messages, summary_messages
 from agent.core.state import Evidence, GateResult, RunState
 from tools.base import ToolContext, tool
 
-__all__ = ["COVERAGE_MIN_CHUNKS", "SUMMARY_SCHEMA", "evidence_gate", "gather_evidence"]
+__all__ = ["COVERAGE_MIN_CHUNKS", "SUMMARY_SCHEMA", "evidence_gate", "gather_evidence", "unnamed_work_gate"]
 
 # Below this many chunks the coverage floor is not applied: document frequencies from a handful
 # of chunks cannot tell a rare term from a common word the few papers happen not to use ("works"
@@ -96,6 +101,35 @@ def evidence_gate(
                 f"< {answers_threshold} (evidence.answers_threshold)"
             )
     return GateResult(passed=passed, pieces=len(good), papers=len(papers), reason=reason)
+
+
+def unnamed_work_gate(ctx: ToolContext, covered: list[ScoredChunk]) -> GateResult | None:
+    """A final failed gate when the run's question points at one unnamed work ("this study") and
+    the chunks holding its terms come from ``evidence.unnamed_papers`` papers or more; else None.
+
+    Searching again cannot mend it (new terms do not say which study is meant), so the gate is
+    final and its reason names the candidates, for the user to name one in the question. Keys
+    and shortened titles only: the reason reaches the agent model, and paper text must not.
+    """
+    least = ctx.settings.evidence.unnamed_papers
+    phrase = unnamed_work(ctx.state.question) if least is not None else None
+    if least is None or phrase is None:
+        return None
+    papers = list(dict.fromkeys(h.chunk.doc_id for h in covered))
+    if len(papers) < least:
+        return None
+    named = []
+    for doc_id in papers[:4]:
+        paper = ctx.searcher.library.paper(doc_id) if ctx.searcher is not None else None
+        title = " ".join((paper.title or "").split()) if paper is not None else ""
+        named.append(f"{paper.key if paper is not None else doc_id} ({title[:60]})" if title else doc_id)
+    more = f" and {len(papers) - 4} more" if len(papers) > 4 else ""
+    reason = (
+        f"the question asks about {phrase!r} without naming it, and {len(papers)} papers hold its "
+        f"terms: {'; '.join(named)}{more}. Name the paper (title, first author or year) in the "
+        f"question (evidence.unnamed_papers)"
+    )
+    return GateResult(passed=False, pieces=0, papers=len(papers), reason=reason, final=True)
 
 
 def _to_read(state: RunState, question: str, hits: list[ScoredChunk], k: int) -> list[ScoredChunk]:
@@ -190,13 +224,15 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
     state = ctx.state
     floor = 0.0 if state.options else settings.evidence.min_coverage
     uncovered: tuple[float, float] | None = None  # (best coverage, floor) when none was read
+    ambiguous: GateResult | None = None
     if floor > 0 and hits and len(ctx.searcher.library.chunks) >= COVERAGE_MIN_CHUNKS:
         # measured against the run's own question: a re-query's terms are not what must be answered
         bm25 = ctx.searcher.bm25()
         coverage = [bm25.coverage(state.question, h.chunk.text) for h in hits]
         hits = [h for h, c in zip(hits, coverage, strict=True) if c >= floor]
         uncovered = None if hits else (max(coverage), floor)
-    fresh = _to_read(state, question, hits, settings.evidence.summarize_k)
+        ambiguous = unnamed_work_gate(ctx, hits)
+    fresh = [] if ambiguous else _to_read(state, question, hits, settings.evidence.summarize_k)
     for hit in fresh:
         if hit.chunk.doc_id not in state.papers:
             state.papers[hit.chunk.doc_id] = ctx.searcher.library.paper(hit.chunk.doc_id)
@@ -220,6 +256,8 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         answers_threshold=answers_threshold,
         uncovered=uncovered,
     )
+    if ambiguous is not None:
+        state.gate = ambiguous
     ranked = sorted(results, key=lambda e: -e.score)
     lines = [
         f"Read {len(fresh)} new passage(s); evidence gate "

@@ -333,6 +333,14 @@ class EvidenceSettings(_Section):
         "model call, so a question the library cannot answer is searched again or abstains "
         "cheaply. 0 reads every chunk.",
     )
+    unnamed_papers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Free-form runs with the coverage floor on: a question that points at one "
+        "unnamed work ('this study', 'the authors') stops before any model call when the chunks "
+        "holding its terms come from this many papers or more, and the run names them and asks "
+        "which is meant. None never stops.",
+    )
     answers_threshold: float | None = Field(
         default=None,
         ge=0.0,

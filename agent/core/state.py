@@ -86,6 +86,11 @@ class GateResult(BaseModel):
     pieces: int
     papers: int
     reason: str
+    final: bool = Field(
+        default=False,
+        description="A failure no re-search can mend (the question is ambiguous in this library): "
+        "the run ends with the reason instead of searching again.",
+    )
 
 
 class CitationCheck(BaseModel):
