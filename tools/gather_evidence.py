@@ -108,8 +108,9 @@ def unnamed_work_gate(ctx: ToolContext, covered: list[ScoredChunk]) -> GateResul
     the chunks holding its terms come from ``evidence.unnamed_papers`` papers or more; else None.
 
     Searching again cannot mend it (new terms do not say which study is meant), so the gate is
-    final and its reason names the candidates, for the user to name one in the question. Keys
-    and shortened titles only: the reason reaches the agent model, and paper text must not.
+    final and its reason names the candidates by citation key (first author and year), for the
+    user to name one in the question. Keys only: the library builds them from letters and digits,
+    while a title is the paper's own text, and the reason reaches the agent model unfenced.
     """
     least = ctx.settings.evidence.unnamed_papers
     phrase = unnamed_work(ctx.state.question) if least is not None else None
@@ -118,16 +119,12 @@ def unnamed_work_gate(ctx: ToolContext, covered: list[ScoredChunk]) -> GateResul
     papers = list(dict.fromkeys(h.chunk.doc_id for h in covered))
     if len(papers) < least:
         return None
-    named = []
-    for doc_id in papers[:4]:
-        paper = ctx.searcher.library.paper(doc_id) if ctx.searcher is not None else None
-        title = " ".join((paper.title or "").split()) if paper is not None else ""
-        named.append(f"{paper.key if paper is not None else doc_id} ({title[:60]})" if title else doc_id)
-    more = f" and {len(papers) - 4} more" if len(papers) > 4 else ""
+    keys = [h.chunk.key for h in covered]
+    named = ", ".join(dict.fromkeys(keys))
     reason = (
         f"the question asks about {phrase!r} without naming it, and {len(papers)} papers hold its "
-        f"terms: {'; '.join(named)}{more}. Name the paper (title, first author or year) in the "
-        f"question (evidence.unnamed_papers)"
+        f"terms ({named}). Name the paper (title, first author or year) in the question "
+        f"(evidence.unnamed_papers)"
     )
     return GateResult(passed=False, pieces=0, papers=len(papers), reason=reason, final=True)
 

@@ -31,8 +31,9 @@ async def test_an_ambiguous_reference_stops_before_any_model_call_and_names_the_
     gate = ctx.state.gate
     assert gate is not None and not gate.passed and gate.final and gate.papers == 2
     assert "'this study'" in gate.reason and "Name the paper" in gate.reason and "FAILED" in observation
-    titles = {p.title for p in library.papers}
-    assert sum(t[:30] in gate.reason for t in titles if t) == 2  # both candidates are named
+    named = [p for p in library.papers if p.key in gate.reason]
+    assert len(named) == 2  # both candidates, by key: a title is paper text and stays out
+    assert not any(p.title and p.title in gate.reason for p in library.papers)
     assert ctx.state.evidence == {}
     # no re-search: new terms cannot say which study is meant
     assert Rulebook.from_settings(gated).requery(ctx) is None
