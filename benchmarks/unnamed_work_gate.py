@@ -1,7 +1,8 @@
 """Questions about "this study" in a library of many papers: when should a run stop and ask which?
 
     python benchmarks/unnamed_work_gate.py --work /tmp/covidqa \\
-        --out benchmarks/results/DATE/unnamed-work-gate.json
+        --out benchmarks/results/DATE/unnamed-work-gate.json \\
+        --png benchmarks/results/DATE/unnamed-work-gate.png
 
 "What method is developed in this study?" names no paper. With the source paper withheld, a
 COVID-QA run answers it from another paper's methods section, and with the source present it
@@ -65,6 +66,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
     if not (DATA / "sets" / "covidqa-dev.jsonl").exists():
         raise SystemExit(f"needs {DATA} (../shared/data)")
@@ -136,6 +138,33 @@ def main() -> None:
         "rows": [r for r in rows if r["unnamed"] is not None],
     }
     write_report(report, args.out)
+    if args.png is not None:
+        _plot(report, args.png)
+
+
+def _plot(report: dict[str, Any], png: Path) -> None:
+    """The trade-off over N: answering reads lost against withheld questions stopped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hits, through = report["answering_passage_read"], report["withheld_through_floor"]
+    points = [(int(n), v) for n, v in report["by_n"].items() if int(n) != NEVER]
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    xs = [v["lost_reads"] / hits for _, v in points]
+    ys = [v["withheld_stopped"] / through for _, v in points]
+    ax.plot(xs, ys, marker="o")
+    for (n, _), x, y in zip(points, xs, ys, strict=True):
+        label = f"N={n}" + (" (chosen)" if n == report["chosen_on_all"] else "")
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -9), fontsize=7)
+    ax.set_xlabel(f"answering reads lost (of {hits})")
+    ax.set_ylabel(f"withheld questions stopped (of {through} past the floor)")
+    ax.set_title(f"'this study' gate, covidqa-dev ({report['questions']} questions)", fontsize=10)
+    ax.grid(alpha=0.3)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ __all__ = ["unnamed_work"]
 
 # Nouns for one piece of work, or the people who wrote it.
 _WORK = (
-    "study|studies|paper|article|review|report|survey|trial|investigation|manuscript|"
-    "analysis|analyses|model|method|approach|experiment|experiments"
+    "study|studies|paper|article|publication|review|report|survey|trial|investigation|manuscript|"
+    "preprint|commentary|editorial|chapter|analysis|analyses|model|method|approach|experiment|experiments"
 )
 _PEOPLE = "authors?|researchers?|investigators?"
 _UNNAMED = re.compile(

@@ -14,6 +14,7 @@ from agent.core.deixis import unnamed_work
         ("What were the model assumptions?", "the model"),
         ("What was the authors' recent report on?", "the authors"),
         ("When was The Study conducted?", "the study"),
+        ("What is reported in this publication?", "this publication"),
     ],
 )
 def test_a_reference_to_one_unnamed_work_is_found(question: str, phrase: str) -> None:
