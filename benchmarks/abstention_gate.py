@@ -24,15 +24,19 @@ With ``--png`` the curve is drawn.
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import DATA, covidqa_searcher, highest_bar, write_report  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    covidqa_questions,
+    covidqa_searcher,
+    cv_folds,
+    highest_bar,
+    write_report,
+)
 
 from corpus.search import Filters, LocalSearch
 
@@ -70,8 +74,7 @@ def main() -> None:
     args = ap.parse_args()
 
     searcher = covidqa_searcher(args.work)
-    qs = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
-    qs = qs[: args.limit] if args.limit else qs
+    qs = covidqa_questions(args.limit)
     t0 = time.perf_counter()
     rows = [
         {
@@ -83,9 +86,7 @@ def main() -> None:
     ]
     seconds = time.perf_counter() - t0
 
-    order = list(range(len(rows)))
-    random.Random(0).shuffle(order)
-    folds = [order[i :: args.folds] for i in range(args.folds)]
+    folds = cv_folds(len(rows), args.folds)
     cv: dict[str, Any] = {}
     for feature in FEATURES:
         for max_loss in args.max_loss:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,20 @@ def covidqa_searcher(work: Path) -> Any:
     )
     searcher.bm25()
     return searcher
+
+
+def covidqa_questions(limit: int | None = None) -> list[dict[str, Any]]:
+    """The covidqa-dev questions (the first ``limit`` of them, when given), as stored."""
+    rows = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
+    return rows[:limit] if limit else rows
+
+
+def cv_folds(n: int, folds: int) -> list[list[int]]:
+    """Indices 0..n-1 dealt into ``folds`` folds after one fixed shuffle, so every gate's
+    cross-validation splits the same rows the same way."""
+    order = list(range(n))
+    random.Random(0).shuffle(order)
+    return [order[i::folds] for i in range(folds)]
 
 
 def highest_bar(answerable: list[float], max_loss: float) -> float:

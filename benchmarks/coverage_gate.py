@@ -23,8 +23,6 @@ gate, since the gate skips uncovered chunks and reads the next covered ones inst
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import statistics
 import time
 from pathlib import Path
@@ -32,7 +30,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from common import DATA, covidqa_searcher, highest_bar, write_report  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    DATA,
+    covidqa_questions,
+    covidqa_searcher,
+    cv_folds,
+    highest_bar,
+    write_report,
+)
 
 from agent.core.evidence import normalise
 from agent.core.settings import load_settings
@@ -89,8 +94,7 @@ def main() -> None:
 
     settings = load_settings(environ={})
     searcher = covidqa_searcher(args.work)
-    qs = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
-    qs = qs[: args.limit] if args.limit else qs
+    qs = covidqa_questions(args.limit)
     t0 = time.perf_counter()
     replays = [
         (q, replay(searcher, q, set(), settings), replay(searcher, q, set(q["sources"]), settings))
@@ -107,9 +111,7 @@ def main() -> None:
         for q, p, w in replays
     ]
 
-    order = list(range(len(rows)))
-    random.Random(0).shuffle(order)
-    folds = [order[i :: args.folds] for i in range(args.folds)]
+    folds = cv_folds(len(rows), args.folds)
     cv: dict[str, Any] = {}
     for max_loss in args.max_loss:
         per_fold = []

@@ -20,14 +20,17 @@ choice is never the one it was chosen on.
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import (  # benchmarks/common.py: scripts run from this folder
+    DATA,
+    covidqa_questions,
+    cv_folds,
+    write_report,
+)
 
 from agent.core.evidence import normalise
 from agent.core.settings import load_settings
@@ -36,13 +39,7 @@ from corpus.embeddings import make_embedder
 from corpus.search import Filters, LocalSearch
 from corpus.store import Library
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 HIT_K = (1, 2, 3, 5, 10)
-
-
-def questions(limit: int | None) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
-    return rows[:limit] if limit else rows
 
 
 def replay(
@@ -94,7 +91,7 @@ def main() -> None:
 
     base = load_settings(environ={})
     paper_k, top_k, read_k = base.retrieval.paper_k, base.retrieval.top_k, base.evidence.summarize_k
-    qs = questions(args.limit)
+    qs = covidqa_questions(args.limit)
     per_config: dict[str, list[dict[str, Any]]] = {}
     builds: dict[str, Any] = {}
     for chunk_chars in args.chunk_chars:
@@ -126,9 +123,7 @@ def main() -> None:
                 print(name, rates(rows), f"{time.perf_counter() - t0:.1f}s", flush=True)
 
     # k-fold choice of the configuration by passage hit@summarize_k (what the summariser reads)
-    order = list(range(len(qs)))
-    random.Random(0).shuffle(order)
-    folds = [order[i :: args.folds] for i in range(args.folds)]
+    folds = cv_folds(len(qs), args.folds)
     metric = f"passage_hit@{read_k}"
     fold_rows = []
     for i, held in enumerate(folds):

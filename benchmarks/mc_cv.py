@@ -32,14 +32,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import random
 import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import cv_folds, write_report  # benchmarks/common.py: scripts run from this folder
 
 from agent.core.evidence import LETTERS
 
@@ -215,9 +214,7 @@ def main() -> None:
             if f < t
         }
     modes = set(args.modes.split(","))
-    order = list(range(len(rows)))
-    random.Random(0).shuffle(order)
-    folds = [order[i :: args.folds] for i in range(args.folds)]
+    folds = cv_folds(len(rows), args.folds)
     per_fold: list[dict[str, Any]] = []
     for i, held in enumerate(folds):
         held_set = set(held)

@@ -24,13 +24,11 @@ let through; ties go to the larger ``N``, which stops less), and scored on the f
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import time
 from pathlib import Path
 from typing import Any
 
-from common import DATA, covidqa_searcher, write_report  # benchmarks/common.py
+from common import DATA, covidqa_questions, covidqa_searcher, cv_folds, write_report  # benchmarks/common.py
 from coverage_gate import read_hit, replay
 
 from agent.core.deixis import unnamed_work
@@ -75,8 +73,7 @@ def main() -> None:
     floor = settings.evidence.min_coverage
     read_k = settings.evidence.summarize_k
     searcher = covidqa_searcher(args.work)
-    qs = [json.loads(line) for line in (DATA / "sets" / "covidqa-dev.jsonl").read_text().splitlines()]
-    qs = qs[: args.limit] if args.limit else qs
+    qs = covidqa_questions(args.limit)
     t0 = time.perf_counter()
     rows = []
     for q in qs:
@@ -96,9 +93,7 @@ def main() -> None:
     seconds = time.perf_counter() - t0
 
     grid = [NEVER, *range(1, settings.retrieval.paper_k + 1)]
-    order = list(range(len(rows)))
-    random.Random(0).shuffle(order)
-    folds = [order[i :: args.folds] for i in range(args.folds)]
+    folds = cv_folds(len(rows), args.folds)
     per_fold = []
     for i, held in enumerate(folds):
         held_set = set(held)
