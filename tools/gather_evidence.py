@@ -113,14 +113,13 @@ def unnamed_work_gate(ctx: ToolContext, covered: list[ScoredChunk]) -> GateResul
     while a title is the paper's own text, and the reason reaches the agent model unfenced.
     """
     least = ctx.settings.evidence.unnamed_papers
-    phrase = unnamed_work(ctx.state.question) if least is not None else None
+    phrase = None if least is None else unnamed_work(ctx.state.question)
     if least is None or phrase is None:
         return None
-    papers = list(dict.fromkeys(h.chunk.doc_id for h in covered))
+    papers = dict.fromkeys(h.chunk.doc_id for h in covered)
     if len(papers) < least:
         return None
-    keys = [h.chunk.key for h in covered]
-    named = ", ".join(dict.fromkeys(keys))
+    named = ", ".join(dict.fromkeys(h.chunk.key for h in covered))
     reason = (
         f"the question asks about {phrase!r} without naming it, and {len(papers)} papers hold its "
         f"terms ({named}). Name the paper (title, first author or year) in the question "
@@ -245,7 +244,7 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         if previous is None or evidence.score >= previous.score:
             state.evidence[evidence.key] = evidence
     ev = settings.evidence
-    state.gate = evidence_gate(
+    state.gate = ambiguous or evidence_gate(
         state,
         min_score=ev.min_score,
         min_pieces=ev.min_pieces,
@@ -253,8 +252,6 @@ async def gather_evidence(ctx: ToolContext, question: str) -> str:
         answers_threshold=answers_threshold,
         uncovered=uncovered,
     )
-    if ambiguous is not None:
-        state.gate = ambiguous
     ranked = sorted(results, key=lambda e: -e.score)
     lines = [
         f"Read {len(fresh)} new passage(s); evidence gate "

@@ -3,7 +3,7 @@
 A reader holding one paper asks such a question naturally, and a library of one paper answers
 it. A library of many cannot: "this study" is whichever paper retrieval happens to rank first,
 and on full-text papers that share a topic that is usually another study than the one meant
-(on covidqa-dev the answering passage is among the two chunks read for 28% of these questions,
+(on covidqa-dev the answering passage is among the two chunks read for 24% of these questions,
 against 70% of the others; benchmarks/README.md, "Questions about 'this study'"). A run that can
 see the reference is ambiguous should say so and ask for the paper, not answer about another one.
 
