@@ -30,6 +30,12 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``--set section.field=value`` pairs as nested overrides, values read as JSON when they parse.
+
+    Nested, not flat ``section__field`` keyword arguments: a flat keyword that is None means "not
+    given" to :func:`load_settings`, so ``--set evidence.unnamed_papers=null`` would be dropped.
+    Inside a section's dict, null sets the field to None, as the environment variable does.
+    """
     overrides: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
@@ -39,7 +45,16 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        overrides[key.strip().replace(".", "__")] = value
+        *sections, field = [part.strip() for part in key.split(".")]
+        node = overrides
+        for part in sections:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise click.BadParameter(
+                    f"{key!r} sets inside {part!r}, which is a value", param_hint="--set"
+                )
+            node = child
+        node[field] = value
     return overrides
 
 

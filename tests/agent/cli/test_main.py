@@ -31,6 +31,9 @@ def test_config_prints_resolved_settings_with_overrides() -> None:
     data = json.loads(output)
     assert data["preset"] == "fast" and data["retrieval"]["top_k"] == 3
     assert data["evidence"]["summarize_k"] == 2  # from the preset
+    # null turns a field off, as SCHOLARLOOP_EVIDENCE__UNNAMED_PAPERS=null does
+    code, output = run("--json", "--set", "evidence.unnamed_papers=null", "config")
+    assert code == 0 and json.loads(output)["evidence"]["unnamed_papers"] is None
 
 
 def test_doctor_json_without_generation() -> None:
