@@ -120,10 +120,10 @@ def unnamed_work_gate(ctx: ToolContext, covered: list[ScoredChunk]) -> GateResul
     if len(papers) < least:
         return None
     named = ", ".join(dict.fromkeys(h.chunk.key for h in covered))
+    holders = "1 paper holds" if len(papers) == 1 else f"{len(papers)} papers hold"
     reason = (
-        f"the question asks about {phrase!r} without naming it, and {len(papers)} papers hold its "
-        f"terms ({named}). Name the paper (title, first author or year) in the question "
-        f"(evidence.unnamed_papers)"
+        f"the question asks about {phrase!r} without naming it, and {holders} its terms ({named}). "
+        f"Name the paper (title, first author or year) in place of {phrase!r} (evidence.unnamed_papers)"
     )
     return GateResult(passed=False, pieces=0, papers=len(papers), reason=reason, final=True)
 

@@ -58,3 +58,19 @@ async def test_one_matching_paper_or_the_rule_off_reads_as_before(library: Libra
     ctx = make_ctx(library, gated, question=question, options=["EGFR", "TP53"])
     await gather_evidence(ctx, question=question)
     assert ctx.state.evidence
+
+
+async def test_at_one_paper_the_single_candidate_is_named_for_the_user_to_confirm(
+    library: Library, gated: Settings
+) -> None:
+    # the shipped default: even one covered paper is not taken for "this study" unasked
+    one = gated.model_copy(update={"evidence": gated.evidence.model_copy(update={"unnamed_papers": 1})})
+    question = "Does osimertinib stay active against T790M in this study?"
+    no_model = FunctionLLM(lambda r: pytest.fail("stopped before reading"))
+    ctx = make_ctx(library, one, summary=no_model, judge=no_model, answer=no_model, question=question)
+    assert "FAILED" in await gather_evidence(ctx, question=question)
+    gate = ctx.state.gate
+    assert gate is not None and gate.final and gate.papers == 1
+    assert "1 paper holds its terms" in gate.reason
+    (named,) = [p for p in library.papers if p.key in gate.reason]
+    assert "osimertinib" in " ".join(c.text for c in library.chunks if c.doc_id == named.doc_id).lower()
