@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
+from agent.core.claims import drop_repeats
 from agent.core.evidence import insufficient_letter, normalise, quote_in
 from agent.core.prompts import answers_messages, contradiction_messages, judge_messages, sentences
 from agent.core.state import (
@@ -353,7 +354,8 @@ def repair(state: RunState, report: VerificationReport) -> None:
             kept.append(claim.model_copy(update={"citations": list(dict.fromkeys(good))}))
         else:
             report.removed_claims.append(claim)
-    state.claims = kept
+    # a verified restatement of another kept claim is dropped, not counted as a failure
+    state.claims = drop_repeats(kept)
     report.needs_regeneration = bool(report.removed_claims)
     report.needs_more_evidence = not kept
     if state.options and state.choice and state.choice != insufficient_letter(state.options) and not kept:

@@ -26,6 +26,7 @@ __all__ = [
     "best_quote",
     "content_words",
     "dedupe",
+    "drop_repeats",
     "is_fragment",
     "looks_compound",
     "mend_fragments",
@@ -155,6 +156,30 @@ def dedupe(claims: list[Claim]) -> list[Claim]:
         else:
             seen[key] = claim.model_copy(deep=True)
     return list(seen.values())
+
+
+def _tokens(text: str) -> set[str]:
+    """Every word and number of ``text`` but the stop words. Numbers stay whole, so "3.7 days"
+    is not found in "5.8 days (4.3-7.5)", and "IL-4" differs from "IL-25"."""
+    return set(re.findall(r"\d+(?:\.\d+)?|\w+", text.lower())) - _STOP
+
+
+def drop_repeats(claims: list[Claim]) -> list[Claim]:
+    """Verified claims less those another kept claim already says, word for word.
+
+    A small model restates one passage sentence two or three times, once cut short and once in
+    full, and each copy passes the check since each is in the passage. A claim whose every word
+    and number is in a longer kept claim adds nothing; between two with the same words the
+    first is kept. No threshold: a claim that differs by one word or number stays.
+    """
+    words = [_tokens(c.text) for c in claims]
+    dropped: set[int] = set()
+    for i, mine in enumerate(words):
+        for j, other in enumerate(words):
+            if i != j and j not in dropped and mine and mine <= other and (len(other) > len(mine) or j < i):
+                dropped.add(i)
+                break
+    return [c for i, c in enumerate(claims) if i not in dropped]
 
 
 # Words a finished statement does not end on, and lower-case words that only continue one.

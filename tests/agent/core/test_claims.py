@@ -6,6 +6,7 @@ from agent.core.claims import (
     atomic_parts,
     best_quote,
     dedupe,
+    drop_repeats,
     is_fragment,
     looks_compound,
     mend_fragments,
@@ -125,3 +126,25 @@ def test_what_counts_as_a_fragment(text: str, fragment: bool) -> None:
 def test_tidy_drops_the_papers_own_references_only() -> None:
     assert tidy("IL-6 rose (Smith et al., 2019; Lee, 2020) in patients .") == "IL-6 rose in patients."
     assert tidy("Mortality was 12% (95% CI 8-16) in 2020.") == "Mortality was 12% (95% CI 8-16) in 2020."
+
+
+def test_drop_repeats_keeps_the_fullest_statement_and_every_distinct_number() -> None:
+    short = Claim(text="The E1-A226V mutation was present in La Reunion Island.", citations=["A"])
+    full = Claim(
+        text="The E1-A226V mutation was present in La Reunion Island, and Ae. albopictus vectored "
+        "the epidemic infecting 34% of La Reunion Island's population.",
+        citations=["A"],
+    )
+    again = Claim(
+        text="The E1-A226V mutation was present in La Reunion Island, and Ae. albopictus vectored "
+        "the epidemic infecting 34% of La Reunion's population.",
+        citations=["B"],
+    )
+    assert [c.text for c in drop_repeats([short, full, again])] == [full.text]
+    # a different number is a different fact, even when its digits occur in the other claim
+    ranged = Claim(text="The mean delay was 5.8 days (95% CI: 4.3-7.5).", citations=["A"])
+    other = Claim(text="The mean delay was 3.7 days.", citations=["A"])
+    assert drop_repeats([ranged, other]) == [ranged, other]
+    il4 = Claim(text="IL-4 and IL-5 are type 2 cytokines.", citations=["A"])
+    il25 = Claim(text="IL-25 and IL-33 are type 2 cytokines.", citations=["A"])
+    assert drop_repeats([il4, il25]) == [il4, il25]
