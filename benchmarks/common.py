@@ -64,6 +64,21 @@ def write_report(report: dict[str, Any], out: Path | None) -> None:
         os.replace(tmp, out)
 
 
+def replay_arguments(ap: argparse.ArgumentParser) -> None:
+    """What the model-free replays of covidqa-dev (coverage_gate, unnamed_work_gate,
+    coverage_floor) take: the index folder, the folds, and where the report and plot go."""
+    ap.add_argument("--work", type=Path, required=True, help="folder for the index (reused if built)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--png", type=Path, default=None)
+
+
+def require_covidqa() -> None:
+    """Stop with a clear message where ../shared/data is absent."""
+    if not (DATA / "sets" / "covidqa-dev.jsonl").exists():
+        raise SystemExit(f"needs {DATA} (../shared/data)")
+
+
 def covidqa_split_arguments(ap: argparse.ArgumentParser, questions: int) -> None:
     """The covidqa-dev set and corpus, the sample and the folds every cross-validated gate takes."""
     ap.add_argument("--set", type=Path, default=DATA / "sets" / "covidqa-dev.jsonl")

@@ -35,43 +35,48 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import DATA, covidqa_questions, covidqa_searcher, cv_folds, write_report  # benchmarks/common.py
-from coverage_gate import replay
+from common import (  # benchmarks/common.py
+    covidqa_questions,
+    covidqa_searcher,
+    cv_folds,
+    read_scores,
+    replay_arguments,
+    require_covidqa,
+    write_report,
+)
+from coverage_gate import read_hit, replay
 from unnamed_work_gate import covered_papers
 
 from agent.core.deixis import unnamed_work
-from agent.core.evidence import normalise
 from agent.core.settings import load_settings
 
 GRID = [round(float(t), 3) for t in np.arange(0.30, 0.801, 0.025)]
 STOPPED, OTHER, GOLD = "stopped", "other", "gold"
 
 
+def stopped(q: dict[str, Any], rounds: list[list[Any]], t: float, unnamed_n: int | None) -> bool:
+    """Does a run stop before reading at floor ``t``: no chunk covered in any search round, or the
+    unnamed-work rule (``evidence.unnamed_papers``) on the first round's covered papers?"""
+    if not any(c >= t for r in rounds for _, _, c in r):
+        return True
+    return (
+        unnamed_n is not None
+        and bool(unnamed_work(q["question"]))
+        and covered_papers(rounds[0], t) >= unnamed_n
+    )
+
+
 def present_state(
     q: dict[str, Any], rounds: list[list[Any]], t: float, read_k: int, unnamed_n: int | None
 ) -> str:
     """What a run with its source present does at floor ``t``."""
-    if not any(c >= t for r in rounds for _, _, c in r):
+    if stopped(q, rounds, t, unnamed_n):
         return STOPPED
-    if unnamed_n is not None and unnamed_work(q["question"]) and covered_papers(rounds[0], t) >= unnamed_n:
-        return STOPPED
-    span = normalise(q["ideal"])
-    read = [(d, x) for d, x, c in rounds[0] if c >= t][:read_k]
-    return GOLD if any(d in q["sources"] and span in normalise(x) for d, x in read) else OTHER
-
-
-def withheld_passes(q: dict[str, Any], rounds: list[list[Any]], t: float, unnamed_n: int | None) -> bool:
-    if not any(c >= t for r in rounds for _, _, c in r):
-        return False
-    return not (
-        unnamed_n is not None and unnamed_work(q["question"]) and covered_papers(rounds[0], t) >= unnamed_n
-    )
+    return GOLD if read_hit(q, rounds, t, read_k) else OTHER
 
 
 def load_runs(dirs: list[Path]) -> list[dict[str, Any]]:
-    return [
-        json.loads(line) for d in dirs for line in (d / "questions.jsonl").read_text().splitlines() if line
-    ]
+    return [row for d in dirs for row in read_scores(d / "questions.jsonl")]
 
 
 def hand_labels(paths: list[Path]) -> dict[tuple[str, str], bool]:
@@ -133,7 +138,7 @@ def choose(rows: list[dict[str, Any]], rate: dict[str, float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", type=Path, required=True, help="folder for the index (reused if built)")
+    replay_arguments(ap)
     ap.add_argument(
         "--present", type=Path, nargs="+", required=True, help="bench output folders, sources present"
     )
@@ -142,16 +147,18 @@ def main() -> None:
         "--hand", type=Path, nargs="+", required=True, help="hand-graded answers (hand-graded*.json)"
     )
     ap.add_argument("--run-floor", type=float, default=0.45, help="the floor the real runs used")
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument(
+        "--run-unnamed-papers",
+        type=int,
+        default=2,
+        help="evidence.unnamed_papers as the real runs used it, applied at every floor",
+    )
     ap.add_argument("--bootstrap", type=int, default=500)
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
-    if not (DATA / "sets" / "covidqa-dev.jsonl").exists():
-        raise SystemExit(f"needs {DATA} (../shared/data)")
+    require_covidqa()
 
     settings = load_settings(environ={})
-    read_k, unnamed_n = settings.evidence.summarize_k, settings.evidence.unnamed_papers
+    read_k, unnamed_n = settings.evidence.summarize_k, args.run_unnamed_papers
     searcher = covidqa_searcher(args.work)
     t0 = time.perf_counter()
     rows = []
@@ -163,7 +170,7 @@ def main() -> None:
             {
                 "id": q["id"],
                 "present": {str(t): present_state(q, p, t, read_k, unnamed_n) for t in grid},
-                "withheld": {str(t): withheld_passes(q, w, t, unnamed_n) for t in grid},
+                "withheld": {str(t): not stopped(q, w, t, unnamed_n) for t in grid},
             }
         )
     seconds = time.perf_counter() - t0

@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 from common import (  # benchmarks/common.py
-    DATA,
     covidqa_questions,
     covidqa_searcher,
     cv_folds,
     highest_bar,
+    replay_arguments,
+    require_covidqa,
     write_report,
 )
 
@@ -82,15 +83,11 @@ def read_hit(q: dict[str, Any], rounds: list[list[Any]], floor: float, read_k: i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", type=Path, required=True, help="folder for the index (reused if built)")
+    replay_arguments(ap)
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--max-loss", type=float, nargs="+", default=[0.02, 0.05, 0.10])
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
-    if not (DATA / "sets" / "covidqa-dev.jsonl").exists():
-        raise SystemExit(f"needs {DATA} (../shared/data)")
+    require_covidqa()
 
     settings = load_settings(environ={})
     searcher = covidqa_searcher(args.work)

@@ -28,7 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import DATA, covidqa_questions, covidqa_searcher, cv_folds, write_report  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    covidqa_questions,
+    covidqa_searcher,
+    cv_folds,
+    replay_arguments,
+    require_covidqa,
+    write_report,
+)
 from coverage_gate import read_hit, replay
 
 from agent.core.deixis import unnamed_work
@@ -60,14 +67,10 @@ def choose(rows: list[dict[str, Any]], grid: list[int]) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", type=Path, required=True, help="folder for the index (reused if built)")
+    replay_arguments(ap)
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--png", type=Path, default=None)
     args = ap.parse_args()
-    if not (DATA / "sets" / "covidqa-dev.jsonl").exists():
-        raise SystemExit(f"needs {DATA} (../shared/data)")
+    require_covidqa()
 
     settings = load_settings(environ={})
     floor = settings.evidence.min_coverage
