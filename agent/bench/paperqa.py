@@ -34,11 +34,20 @@ import httpx
 from agent.core.errors import ConfigError
 from agent.core.evidence import lettered
 from agent.core.state import Answer, Evidence, Status
+from agent.llm.local_kernels import choose_kernels
 from agent.llm.types import Usage
 
 __all__ = ["LlamaServer", "PaperQASystem", "mc_prompt"]
 
 _ALIAS = "openai/local-gguf"
+# `python -c _SERVE on|off ARGS…`: llama_cpp.server with or without llama.cpp's extra buffers.
+_SERVE = (
+    "import runpy, sys\n"
+    "from agent.llm.local_kernels import model_params_with\n"
+    "extra = sys.argv.pop(1) == 'on'\n"
+    "with model_params_with(extra_buffers=extra):\n"
+    "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def mc_prompt(question: str, options: Sequence[str] | None) -> str:
@@ -67,6 +76,7 @@ class LlamaServer:
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        extra_buffers: bool = True,
         log_path: Path | None = None,
         command: Sequence[str] | None = None,
         start_timeout_s: float = 180.0,
@@ -79,16 +89,19 @@ class LlamaServer:
         self.command = (
             [c.format(port=self.port) for c in command]
             if command is not None
-            else self._default_command(n_ctx, n_threads)
+            else self._default_command(n_ctx, n_threads, extra_buffers)
         )
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
 
-    def _default_command(self, n_ctx: int, n_threads: int | None) -> list[str]:
+    def _default_command(self, n_ctx: int, n_threads: int | None, extra_buffers: bool) -> list[str]:
+        # llama_cpp.server run inside model_params_with, so it loads with the kernels the
+        # in-process provider chose (a faulting AMX build would kill the server on its first prompt)
         cmd = [
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            "-c",
+            _SERVE,
+            "on" if extra_buffers else "off",
             "--model",
             str(self.model_path),
             "--model_alias",
@@ -209,7 +222,10 @@ class PaperQASystem:
         log = (log_dir or session.settings.home) / "llama-server.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         local = session.settings.llm.local
-        with LlamaServer(path, n_threads=local.n_threads, log_path=log) as server:
+        kernels = choose_kernels(path, session.settings.models_dir, local.extra_buffers)
+        with LlamaServer(
+            path, n_threads=local.n_threads, extra_buffers=kernels.extra_buffers, log_path=log
+        ) as server:
             yield cls(session.library, session.searcher.embedder, paperqa_settings(server.base_url))
 
     async def _load(self) -> Any:

