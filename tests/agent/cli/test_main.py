@@ -74,6 +74,9 @@ def test_doctor_measures_local_generation() -> None:
     gen = next(c for c in json.loads(output)["checks"] if c["name"].startswith("generation"))
     assert gen["ok"], gen
     assert gen["data"]["prompt_tokens_per_s"] > 0 and gen["data"]["generation_tokens_per_s"] > 0
+    # which llama.cpp kernels ran is part of the speed line: plain ones are slower where AMX works
+    assert isinstance(gen["data"]["extra_buffers"], bool) and gen["data"]["kernels_reason"]
+    assert ("extra buffers" if gen["data"]["extra_buffers"] else "plain CPU kernels") in gen["detail"]
 
 
 def test_bad_preset_exits_2_with_a_clear_message() -> None:
