@@ -31,7 +31,7 @@ from agent.core.state import Claim, Verdict, VerificationReport
 from agent.policy import Action
 from corpus.search import tokenize
 from tools.base import ToolContext
-from tools.verify_citations import DESCRIBES_SOURCE
+from tools.verify_citations import DESCRIBES_SOURCE, RESTATES_QUESTION
 
 __all__ = ["Refusal", "Rulebook", "reformulate"]
 
@@ -217,4 +217,6 @@ def _problem(claim: Claim) -> str:
     """One line of rewrite feedback: what was wrong with a removed claim."""
     if any(check.method == DESCRIBES_SOURCE for check in claim.checks):
         return f"- says what the passage is about, not what it found; state the finding itself: {claim.text}"
+    if any(check.method == RESTATES_QUESTION for check in claim.checks):
+        return f"- only repeats the question's words; state what the passage answers: {claim.text}"
     return f"- {claim.verdict.value if claim.verdict else ''}: {claim.text}"

@@ -39,14 +39,16 @@ from agent.core.state import (
     VerificationReport,
     no_answer,
 )
-from agent.core.words import support_windows
+from agent.core.words import content_words, support_windows
 from tools.base import ToolContext, tool
 
 __all__ = [
     "DESCRIBES_SOURCE",
+    "RESTATES_QUESTION",
     "answers_question",
     "describes_source",
     "direct_answer",
+    "restates_question",
     "verify_citations",
     "verify_claims",
 ]
@@ -54,6 +56,9 @@ __all__ = [
 # The check method of a free-form claim that reports what its source is about instead of what it
 # found; rules.Rulebook names the problem in a rewrite's feedback.
 DESCRIBES_SOURCE = "describes-source"
+# The check method of a free-form claim that only repeats its question's words.
+RESTATES_QUESTION = "restates-question"
+_WH = frozenset(["what", "which", "who", "whom", "whose", "where", "when", "why", "how"])
 
 _SOURCE_TALK = re.compile(
     r"^\s*(?:in\s+)?(?:the|this|that|these|each|both)\s+"
@@ -86,6 +91,23 @@ def describes_source(text: str) -> bool:
         return False
     # provide/give/offer/contain/present only count with "information", "details", an "overview"…
     return not _DISCOURSE.search(match.group()) or bool(_INFORMATIVE.match(text))
+
+
+def restates_question(question: str, text: str) -> bool:
+    """Does a claim answer a wh-question with nothing but the question's own words?
+
+    "Some alphavirus vectors have been developed" for "What are some alphavirus vectors that have
+    been developed?", "Hepcidin stimulates the release of hepcidin" for "What stimulates the
+    release of hepcidin?": true of the passage, so the judge passes them, and on the topic, so the
+    answer judge does too, yet they tell the reader nothing the question did not. A claim that
+    answers adds at least one content word (a name, a number, a place). Yes/no questions are left
+    alone: "Remdesivir reduces mortality" answers "Does remdesivir reduce mortality?" in its words.
+    """
+    words = question.strip().lower().split()
+    if not words or words[0].strip("\"'(") not in _WH:
+        return False
+    said = content_words(text)
+    return bool(said) and said <= content_words(question)
 
 
 def _content(text: str) -> list[str]:
@@ -239,12 +261,13 @@ async def _find_supporter(ctx: ToolContext, claim: Claim, exclude: set[str]) -> 
     return None
 
 
-def _source_talk(state: RunState, claim: Claim) -> Claim:
-    """A claim that describes its source fails every citation without a model call."""
+def _source_talk(state: RunState, claim: Claim, method: str = DESCRIBES_SOURCE) -> Claim:
+    """A claim that describes its source (or restates its question) fails every citation
+    without a model call."""
     claim.checks = [
         CitationCheck(key=key, verdict=Verdict.fabricated, method="unknown-key")
         if key not in state.evidence
-        else CitationCheck(key=key, verdict=Verdict.unsupported, method=DESCRIBES_SOURCE)
+        else CitationCheck(key=key, verdict=Verdict.unsupported, method=method)
         for key in dict.fromkeys(claim.citations)
     ]
     verdicts = {c.verdict for c in claim.checks}
@@ -256,6 +279,8 @@ async def _check_claim(ctx: ToolContext, claim: Claim) -> Claim:
     state, threshold = ctx.state, support_threshold(ctx)
     if not state.options and describes_source(claim.text):
         return _source_talk(state, claim)
+    if not state.options and restates_question(state.question, claim.text):
+        return _source_talk(state, claim, RESTATES_QUESTION)
     checks: list[CitationCheck] = []
     judged: dict[str, Evidence] = {}  # what each key's claim was judged against
     for key in dict.fromkeys(claim.citations):

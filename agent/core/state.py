@@ -99,7 +99,8 @@ class CitationCheck(BaseModel):
     p_support: float | None = None
     method: str = Field(
         description="'unknown-key', 'quote', 'sentence' (restates a passage sentence), 'judge', "
-        "'judge+quote' or 'describes-source' (says what the passage discusses, not what it found)."
+        "'judge+quote', 'describes-source' (says what the passage discusses, not what it found) or "
+        "'restates-question' (only the question's own words)."
     )
     suggested_key: str | None = None
 

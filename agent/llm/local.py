@@ -98,9 +98,9 @@ def load_model(
             raise ModelNotAvailableError(
                 "llama-cpp-python is not installed: pip install -e '.[offline]'"
             ) from exc
+        kernels = choose_kernels(path, verdicts_dir or path.parent, extra_buffers)
         # llama-cpp-python's own default is half the cores for generation; on 2 cores that is one
         # thread, and generation measured 21 tok/s on one thread vs 32 on two (Qwen 1.5B).
-        kernels = choose_kernels(path, verdicts_dir or path.parent, extra_buffers)
         with model_params_with(extra_buffers=kernels.extra_buffers):
             llama = Llama(
                 model_path=str(path),

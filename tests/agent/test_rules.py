@@ -17,7 +17,7 @@ from agent.core.state import (
 from agent.policy import Action
 from agent.rules import Refusal, Rulebook, reformulate
 from tools.base import ToolContext
-from tools.verify_citations import DESCRIBES_SOURCE
+from tools.verify_citations import DESCRIBES_SOURCE, RESTATES_QUESTION
 
 Q = "Which inhibitor remains active against EGFR T790M tumours?"
 ANSWER = Action("generate_answer")
@@ -231,4 +231,15 @@ def test_limits_come_from_the_settings(settings: Settings) -> None:
     capped = settings.with_overrides(agent={"max_requery_rounds": 0, "max_regenerate_rounds": 3})
     assert Rulebook.from_settings(capped) == Rulebook(
         max_requery_rounds=0, max_regenerate_rounds=3, rewrite_unsupported=False
+    )
+
+
+def test_rewrite_feedback_names_a_claim_that_only_restates_the_question() -> None:
+    from agent.rules import _problem
+
+    claim = Claim(text="Some alphavirus vectors have been developed.", verdict=Verdict.unsupported)
+    claim.checks = [CitationCheck(key="Tan2020", verdict=Verdict.unsupported, method=RESTATES_QUESTION)]
+    assert _problem(claim) == (
+        "- only repeats the question's words; state what the passage answers: "
+        "Some alphavirus vectors have been developed."
     )

@@ -14,7 +14,14 @@ from tests.tools.conftest import keyword_summary, make_ctx
 from tools.base import ToolContext, ToolRetry, tool
 from tools.gather_evidence import gather_evidence
 from tools.generate_answer import generate_answer, polarity_options
-from tools.verify_citations import DESCRIBES_SOURCE, describes_source, verify_citations, verify_claims
+from tools.verify_citations import (
+    DESCRIBES_SOURCE,
+    RESTATES_QUESTION,
+    describes_source,
+    restates_question,
+    verify_citations,
+    verify_claims,
+)
 
 
 def key_of(ctx, word: str) -> str:  # type: ignore[no-untyped-def]
@@ -681,6 +688,58 @@ async def test_a_claim_that_describes_its_passage_is_removed_without_a_judge_cal
         ("Nowhere2020", Verdict.fabricated, "unknown-key"),
     ]
     assert ctx.state.claims == [] and report.needs_regeneration and "removed (unsupported)" in observation
+
+
+@pytest.mark.parametrize(
+    ("question", "claim", "restates"),
+    [
+        # covidqa-dev answers delivered as verified: the question's own words, nothing more
+        (
+            "What are some alphavirus vectors that have been developed?",
+            "Some alphavirus vectors have been developed.",
+            True,
+        ),
+        ("What stimulates the release of hepcidin?", "Hepcidin stimulates the release of hepcidin.", True),
+        ("How do tumours resist EGFR inhibitors?", "Tumours resist EGFR inhibitors.", True),
+        # an answer adds something: a number, a name, a mechanism
+        ("What was the median case age?", "The median case age was 42 years.", False),
+        ("What stimulates the release of hepcidin?", "Fe levels stimulate the release of hepcidin.", False),
+        ("What is sporulation?", "Sporulation is the formation of dormant spores.", False),
+        # a yes/no question is answered in its own words
+        ("Does remdesivir reduce mortality?", "Remdesivir reduces mortality.", False),
+        ("Is ACE2 the receptor of SARS-CoV-2?", "ACE2 is the receptor of SARS-CoV-2.", False),
+    ],
+)
+def test_a_claim_that_only_restates_its_question_is_recognised(
+    question: str, claim: str, restates: bool
+) -> None:
+    assert restates_question(question, claim) is restates
+
+
+async def test_a_claim_that_restates_the_question_is_removed_without_a_judge_call(
+    library: Library, settings: Settings
+) -> None:
+    judged: list[str] = []
+
+    def judge(req: Request) -> float:
+        judged.append(req.messages[-1].content)
+        return 0.95  # the passage does say tumours resist the inhibitors
+
+    question = "How do lung tumours resist EGFR inhibitors?"
+    ctx = make_ctx(
+        library, settings, question=question, judge=FunctionLLM(lambda r: "No", score_function=judge)
+    )
+    await gather_evidence(ctx, question="EGFR T790M osimertinib")
+    key = key_of(ctx, "T790M")
+    judged.clear()
+    ctx.state.claims = [Claim(text="Lung tumours resist EGFR inhibitors.", citations=[key])]
+    observation = await verify_citations(ctx)
+    report = ctx.state.report
+    assert report is not None and not judged
+    (claim,) = report.claims
+    assert claim.verdict == Verdict.unsupported
+    assert [(c.key, c.method) for c in claim.checks] == [(key, RESTATES_QUESTION)]
+    assert ctx.state.claims == [] and report.needs_more_evidence and "removed (unsupported)" in observation
 
 
 async def test_verified_claims_that_do_not_answer_the_question_are_withdrawn(
