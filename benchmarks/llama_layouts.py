@@ -13,7 +13,7 @@ Children run in turns (extra, plain, repack, extra, …) to spread machine noise
 model, evaluates a ~600-token prompt three times from an empty cache, then generates 48 tokens
 one at a time. Reports the median tok/s per layout and its ratio to ``plain``.
 
-    python benchmarks/kernels.py [--model qwen2.5-coder-1.5b] [--repeats 3] [--out FILE]
+    python benchmarks/llama_layouts.py [--model qwen2.5-coder-1.5b] [--repeats 3] [--out FILE]
 """
 
 from __future__ import annotations
