@@ -104,3 +104,13 @@ def read_scores(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return records
+
+
+def hand_labels(paths: list[Path]) -> dict[tuple[str, str], bool]:
+    """Hand grades (``hand-graded*.json``) keyed by question id and the answer's first 50
+    characters: some stored label texts are shortened, so the whole text does not match."""
+    labels = {}
+    for path in paths:
+        for r in json.loads(path.read_text())["rows"]:
+            labels[(r["id"], r["answer"].strip()[:50])] = bool(r["hand_correct"])
+    return labels

@@ -28,7 +28,6 @@ how far the choice moves with the rates.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from common import (  # benchmarks/common.py
     covidqa_questions,
     covidqa_searcher,
     cv_folds,
+    hand_labels,
     read_scores,
     replay_arguments,
     require_covidqa,
@@ -77,15 +77,6 @@ def present_state(
 
 def load_runs(dirs: list[Path]) -> list[dict[str, Any]]:
     return [row for d in dirs for row in read_scores(d / "questions.jsonl")]
-
-
-def hand_labels(paths: list[Path]) -> dict[tuple[str, str], bool]:
-    """Hand grades keyed by question id and the answer's first 50 characters."""
-    labels = {}
-    for path in paths:
-        for r in json.loads(path.read_text())["rows"]:
-            labels[(r["id"], r["answer"].strip()[:50])] = bool(r["hand_correct"])
-    return labels
 
 
 def rates(

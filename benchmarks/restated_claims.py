@@ -5,7 +5,7 @@ with nothing but the question's content words is removed. This replays it over e
 claim of the stored benchmark rows (``benchmarks/results/*/covidqa-freeform-*``), counts each
 distinct (question, claim) once, and says whether the answer would keep any claim, with the
 answer's hand label where one exists (matched by question id and the answer's first 50
-characters, as ``coverage_floor.py`` does).
+characters, ``common.hand_labels``).
 
     python benchmarks/restated_claims.py [--out FILE]
 """
@@ -17,27 +17,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common import write_report  # benchmarks/common.py: scripts run from this folder
+from common import hand_labels, write_report  # benchmarks/common.py: scripts run from this folder
 
 from tools.verify_citations import restates_question
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def hand_labels() -> dict[tuple[str, str], bool]:
-    labels: dict[tuple[str, str], bool] = {}
-    for path in sorted(RESULTS.glob("*/hand-graded*.json")):
-        for row in json.loads(path.read_text()).get("rows", []):
-            if "hand_correct" in row:
-                labels[(row["id"], row["answer"][:50])] = bool(row["hand_correct"])
-    return labels
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    labels = hand_labels()
+    labels = hand_labels(sorted(RESULTS.glob("*/hand-graded*.json")))
     seen: set[tuple[str, str]] = set()
     hits: list[dict[str, Any]] = []
     for path in sorted(RESULTS.glob("*/covidqa-freeform-*/questions.jsonl")):
@@ -62,7 +53,7 @@ def main() -> None:
                         "question": answer["question"],
                         "claim": claim["text"],
                         "answer_keeps_claims": len(others),
-                        "hand_correct": labels.get((row["id"], answer["answer"][:50])),
+                        "hand_correct": labels.get((row["id"], answer["answer"].strip()[:50])),
                     }
                 )
     write_report({"verified_claims": len(seen), "restating": len(hits), "claims": hits}, args.out)

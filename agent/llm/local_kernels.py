@@ -7,7 +7,8 @@ matrix they support. Under some hypervisors the CPU reports AMX and the kernel g
 permission to use it (``arch_prctl(ARCH_REQ_XCOMP_PERM)`` succeeds), yet the first ``ldtilecfg``
 raises a general-protection fault: the process dies of SIGSEGV on its first prompt, with no Python
 traceback, in the middle of a batch. That was measured on a 2-core Xeon VM (benchmarks/README.md,
-"The AMX fault"); the same build loaded without the extra buffers evaluated prompts at 126 tok/s.
+"Weight layouts on a machine whose AMX faults"); the same build loaded without the extra buffers
+evaluated prompts at 131 tok/s.
 
 So when the build has AMX, a child process loads the model with the extra buffers and runs one
 prompt. If the child dies, the parent loads the model with llama.cpp's plain CPU kernels. The
@@ -172,18 +173,17 @@ def choose_kernels(
         if isinstance(known, dict) and isinstance(known.get("extra_buffers"), bool):
             return KernelChoice(bool(known["extra_buffers"]), str(known.get("reason", "")))
         ok, reason = probe(model_path)
-        if ok is None:
-            log.warning("%s; loading %s with plain CPU kernels", reason, model_path.name)
-            return KernelChoice(False, reason)
-        verdicts = _read_verdicts(path)
-        verdicts[key] = {"extra_buffers": ok, "reason": reason, "model": model_path.name}
-        try:
-            _write_verdicts(path, verdicts)
-        except OSError as exc:  # a read-only cache only means the probe runs again next time
-            log.warning("could not store the kernel probe's verdict in %s: %s", path, exc)
+        if ok is not None:  # no verdict (a timeout) is not stored: the next load probes again
+            # read again: another process may have stored a verdict while this one probed
+            verdicts = _read_verdicts(path)
+            verdicts[key] = {"extra_buffers": ok, "reason": reason, "model": model_path.name}
+            try:
+                _write_verdicts(path, verdicts)
+            except OSError as exc:  # a read-only cache only means the probe runs again next time
+                log.warning("could not store the kernel probe's verdict in %s: %s", path, exc)
     if not ok:
         log.warning("%s; loading %s with plain CPU kernels", reason, model_path.name)
-    return KernelChoice(ok, reason)
+    return KernelChoice(bool(ok), reason)
 
 
 @contextlib.contextmanager
@@ -192,7 +192,8 @@ def model_params_with(*, extra_buffers: bool) -> Iterator[None]:
 
     llama-cpp-python's constructor takes no argument for llama.cpp's ``use_extra_bufts``; it
     starts from ``llama_model_default_params()``, so that one call is wrapped for the duration.
-    Callers hold the model-loading lock, so no other load sees the wrapped function.
+    Only one load may run inside it: ``load_model`` holds its lock, and the paper-qa server's
+    child process loads one model.
     """
     import llama_cpp.llama as llama_module
 
